@@ -1,0 +1,1 @@
+"""IR -> ONNX protos, ONNX protos -> IR, IR -> Python source, and the onnxquill command."""

@@ -1,0 +1,365 @@
+"""The one intermediate representation every front end produces and every back end reads.
+
+It is deliberately independent of protobuf: front ends (Python ``ast``, XML markup, ONNX
+protos) build these plain objects, and back ends (ONNX protos, Python source, the eager
+evaluator) read them.  Values are objects, not names, so renaming or moving a value
+never leaves a dangling reference; names are only resolved when a back end writes text.
+
+Element types are stored as ONNX ``TensorProto.DataType`` integers so that this module
+needs no import of onnx; ``dsl.types`` holds the tables that give them names and numpy
+dtypes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+__all__ = [
+    "SourceLocation",
+    "TensorType",
+    "SequenceType",
+    "OptionalType",
+    "MapType",
+    "SparseTensorType",
+    "IRType",
+    "Tensor",
+    "SparseTensor",
+    "AttrKind",
+    "Attr",
+    "AttrParam",
+    "Value",
+    "Node",
+    "Graph",
+    "Function",
+    "Model",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class SourceLocation:
+    """Where an IR object came from in the user's text, so errors can point at it.
+
+    ``line`` is 1-based and ``column`` 0-based (as in Python's ``ast``); ``source_line``
+    is the text of that line, kept so an error can be rendered long after the file
+    changed or when the text came from a notebook cell that no longer exists.
+    """
+
+    file: str
+    line: int
+    column: int = 0
+    source_line: str = ""
+    end_column: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column + 1}"
+
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(slots=True, frozen=True)
+class TensorType:
+    """A tensor of ``elem_type`` (an ONNX DataType integer).
+
+    ``shape`` is ``None`` for unknown rank; otherwise one entry per axis: an ``int`` for a
+    fixed size, a ``str`` for a named symbolic size, ``None`` for an unnamed unknown size.
+    """
+
+    elem_type: int
+    shape: tuple[int | str | None, ...] | None = ()
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def __repr__(self) -> str:
+        from dsl.types import element_type_name  # local: ir must not depend on types
+
+        name = element_type_name(self.elem_type)
+        if self.shape is None:
+            return f"{name}[...]"
+        if not self.shape:
+            return name
+        return f"{name}[{', '.join(repr(d) for d in self.shape)}]"
+
+
+@dataclass(slots=True, frozen=True)
+class SparseTensorType:
+    """A sparse tensor (only seen in models read from ONNX)."""
+
+    elem_type: int
+    shape: tuple[int | str | None, ...] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SequenceType:
+    """An ONNX sequence whose elements are all of ``elem``."""
+
+    elem: IRType | None
+
+
+@dataclass(slots=True, frozen=True)
+class OptionalType:
+    """An ONNX optional holding ``elem`` or nothing."""
+
+    elem: IRType | None
+
+
+@dataclass(slots=True, frozen=True)
+class MapType:
+    """An ONNX map (ai.onnx.ml) from ``key_type`` (a DataType integer) to ``value``."""
+
+    key_type: int
+    value: IRType | None
+
+
+IRType = Union[TensorType, SparseTensorType, SequenceType, OptionalType, MapType]
+
+
+# ---------------------------------------------------------------------------- tensors
+
+
+@dataclass(slots=True, eq=False)
+class Tensor:
+    """Constant tensor data: attribute values, initializers and Constant payloads.
+
+    ``array`` is a numpy array whose dtype matches ``elem_type`` (``ml_dtypes`` dtypes for
+    bfloat16, float8 and 4-bit types; ``object`` of ``bytes``/``str`` for STRING).
+    ``external`` keeps the external-data location of a weight read lazily from disk.
+    """
+
+    array: np.ndarray
+    elem_type: int
+    name: str = ""
+    doc_string: str = ""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.array.shape)
+
+    def __repr__(self) -> str:
+        from dsl.types import element_type_name
+
+        return f"Tensor({element_type_name(self.elem_type)}{list(self.shape)}, name={self.name!r})"
+
+
+@dataclass(slots=True, eq=False)
+class SparseTensor:
+    """COO sparse tensor: ``values`` at ``indices`` of a tensor of shape ``dims``."""
+
+    values: Tensor
+    indices: Tensor
+    dims: tuple[int, ...]
+
+
+# ------------------------------------------------------------------------- attributes
+
+
+class AttrKind(enum.IntEnum):
+    """Attribute kinds, numbered as ONNX's ``AttributeProto.AttributeType``."""
+
+    UNDEFINED = 0
+    FLOAT = 1
+    INT = 2
+    STRING = 3
+    TENSOR = 4
+    GRAPH = 5
+    FLOATS = 6
+    INTS = 7
+    STRINGS = 8
+    TENSORS = 9
+    GRAPHS = 10
+    SPARSE_TENSOR = 11
+    SPARSE_TENSORS = 12
+    TYPE_PROTO = 13
+    TYPE_PROTOS = 14
+
+
+@dataclass(slots=True, eq=False)
+class Attr:
+    """An attribute on a node.
+
+    ``value`` holds, by kind: float, int, str (STRING values are text; bytes that are not
+    UTF-8 stay bytes), :class:`Tensor`, :class:`Graph`, :class:`SparseTensor`, an
+    :data:`IRType`, or a list of those.  Inside a function body an attribute may instead
+    forward one of the function's own attribute parameters: then ``ref_attr_name`` names
+    it and ``value`` is ``None``.
+    """
+
+    name: str
+    kind: AttrKind
+    value: Any
+    ref_attr_name: str | None = None
+    doc_string: str = ""
+    location: SourceLocation | None = None
+
+    def __repr__(self) -> str:
+        if self.ref_attr_name is not None:
+            return f"Attr({self.name}=@{self.ref_attr_name})"
+        return f"Attr({self.name}={self.value!r}: {self.kind.name})"
+
+
+@dataclass(slots=True, eq=False)
+class AttrParam:
+    """An attribute parameter of a :class:`Function`, with its kind and optional default."""
+
+    name: str
+    kind: AttrKind
+    default: Attr | None = None
+    location: SourceLocation | None = None
+
+
+# --------------------------------------------------------------- values, nodes, graphs
+
+
+@dataclass(slots=True, eq=False)
+class Value:
+    """One SSA value: a graph input, an initializer, or the output of exactly one node.
+
+    ``producer`` is the node that computes it (``None`` for inputs and initializers);
+    ``initializer`` holds the data when the value is a graph initializer.
+    """
+
+    name: str
+    type: IRType | None = None
+    producer: Node | None = field(default=None, repr=False)
+    initializer: Tensor | None = field(default=None, repr=False)
+    doc_string: str = field(default="", repr=False)
+    location: SourceLocation | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"%{self.name}" + (f": {self.type!r}" if self.type is not None else "")
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """One operator application.
+
+    ``inputs`` may contain ``None`` for an omitted optional input; ``outputs`` may hold
+    values never used (an optional output is omitted by giving it the name ``""``).
+    ``callee`` points at the IR function when the node calls a model-local function, so
+    back ends can collect callees transitively.
+    """
+
+    op_type: str
+    domain: str = ""
+    inputs: list[Value | None] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    attributes: dict[str, Attr] = field(default_factory=dict)
+    name: str = ""
+    overload: str = ""
+    doc_string: str = ""
+    callee: Function | None = field(default=None, repr=False)
+    location: SourceLocation | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        ins = ", ".join("None" if v is None else f"%{v.name}" for v in self.inputs)
+        outs = ", ".join(f"%{v.name}" for v in self.outputs)
+        op = f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+        attrs = "".join(f", {a!r}" for a in self.attributes.values())
+        return f"{outs} = {op}({ins}{attrs})"
+
+
+@dataclass(slots=True, eq=False)
+class Graph:
+    """A list of nodes in topological order, with inputs, outputs and initializers.
+
+    Subgraphs (If/Loop/Scan bodies) are Graphs too; their nodes may read values of an
+    enclosing graph directly (outer-scope capture), exactly as ONNX allows.
+    ``value_info`` lists intermediate values whose types are worth keeping.
+    """
+
+    name: str = ""
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    initializers: list[Value] = field(default_factory=list)
+    sparse_initializers: dict[str, SparseTensor] = field(default_factory=dict)
+    value_info: list[Value] = field(default_factory=list)
+    doc_string: str = ""
+    location: SourceLocation | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        lines = [f"graph {self.name}({', '.join(map(repr, self.inputs))}):"]
+        lines += [f"    {init!r} = initializer" for init in self.initializers]
+        lines += [f"    {node!r}" for node in self.nodes]
+        lines.append(f"    return {', '.join(f'%{v.name}' for v in self.outputs)}")
+        return "\n".join(lines)
+
+
+@dataclass(slots=True, eq=False)
+class Function:
+    """A function: a graph with a name, a domain, attribute parameters and opset imports.
+
+    Both a model's main graph and its model-local functions are built as Functions by
+    the front ends; the back end decides whether one becomes a ``FunctionProto`` or the
+    graph of a ``ModelProto``.  ``opset_imports`` maps each domain used to its version.
+    """
+
+    name: str
+    graph: Graph
+    domain: str = ""
+    attr_params: list[AttrParam] = field(default_factory=list)
+    opset_imports: dict[str, int] = field(default_factory=dict)
+    doc_string: str = ""
+    overload: str = ""
+    location: SourceLocation | None = field(default=None, repr=False)
+
+    @property
+    def inputs(self) -> list[Value]:
+        return self.graph.inputs
+
+    @property
+    def outputs(self) -> list[Value]:
+        return self.graph.outputs
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.graph.nodes
+
+    def callees(self) -> list[Function]:
+        """Every function called from this one (transitively, subgraphs included), callees first."""
+        seen: dict[int, Function] = {}
+        order: list[Function] = []
+
+        def visit_graph(graph: Graph) -> None:
+            for node in graph.nodes:
+                if node.callee is not None and id(node.callee) not in seen:
+                    seen[id(node.callee)] = node.callee
+                    visit_graph(node.callee.graph)
+                    order.append(node.callee)
+                for attr in node.attributes.values():
+                    if attr.kind == AttrKind.GRAPH and attr.value is not None:
+                        visit_graph(attr.value)
+                    elif attr.kind == AttrKind.GRAPHS and attr.value is not None:
+                        for sub in attr.value:
+                            visit_graph(sub)
+
+        visit_graph(self.graph)
+        return order
+
+    def __repr__(self) -> str:
+        head = f"function {self.domain + '::' if self.domain else ''}{self.name}"
+        params = ", ".join(p.name for p in self.attr_params)
+        return f"{head}<{params}>\n{self.graph!r}"
+
+
+@dataclass(slots=True, eq=False)
+class Model:
+    """A main graph plus model-local functions and the metadata a ModelProto carries."""
+
+    graph: Graph
+    functions: list[Function] = field(default_factory=list)
+    opset_imports: dict[str, int] = field(default_factory=dict)
+    ir_version: int | None = None
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int = 0
+    doc_string: str = ""
+    metadata_props: dict[str, str] = field(default_factory=dict)
+    location: SourceLocation | None = field(default=None, repr=False)

@@ -1,0 +1,85 @@
+"""What the installed onnxruntime can load: the newest ai.onnx opset and IR version.
+
+Both are needed at import time (``dsl.opset``) and on every export (the ``ir_version``
+of a model), so they are answered from the installed version number first, without
+importing onnxruntime (which would double ``import dsl``); an onnxruntime release not in
+the table is probed once by loading tiny models.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import metadata
+
+__all__ = ["max_opset", "max_ir_version", "onnxruntime_version"]
+
+# onnxruntime (major, minor) -> (newest ai.onnx opset it loads, newest IR version it loads),
+# measured by loading a one-node model at each opset and IR version.
+_KNOWN: dict[tuple[int, int], tuple[int, int]] = {
+    (1, 31): (26, 13),
+}
+
+
+def onnxruntime_version() -> tuple[int, int] | None:
+    """(major, minor) of the installed onnxruntime, or None when it is not installed."""
+    for dist in ("onnxruntime", "onnxruntime-gpu", "ort-nightly"):
+        try:
+            parts = metadata.version(dist).split(".")
+            return int(parts[0]), int(parts[1])
+        except (metadata.PackageNotFoundError, ValueError, IndexError):
+            continue
+    return None
+
+
+@functools.cache
+def _limits() -> tuple[int, int]:
+    import onnx.defs
+
+    onnx_opset = onnx.defs.onnx_opset_version()
+    onnx_ir = _onnx_ir_version()
+    version = onnxruntime_version()
+    if version is None:
+        return onnx_opset, onnx_ir
+    if version in _KNOWN:
+        opset, ir = _KNOWN[version]
+        return min(opset, onnx_opset), min(ir, onnx_ir)
+    return _probe(onnx_opset, onnx_ir)
+
+
+def _onnx_ir_version() -> int:
+    import onnx
+
+    return int(onnx.IR_VERSION)
+
+
+def _probe(onnx_opset: int, onnx_ir: int) -> tuple[int, int]:
+    import onnx.helper as oh
+    import onnxruntime
+
+    def loads(opset: int, ir: int) -> bool:
+        graph = oh.make_graph(
+            [oh.make_node("Identity", ["x"], ["y"])],
+            "probe",
+            [oh.make_tensor_value_info("x", 1, [1])],
+            [oh.make_tensor_value_info("y", 1, [1])],
+        )
+        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir)
+        try:
+            onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:  # any refusal means "not this combination"
+            return False
+        return True
+
+    ir = next((v for v in range(onnx_ir, 6, -1) if loads(13, v)), 8)
+    opset = next((v for v in range(onnx_opset, 6, -1) if loads(v, ir)), 13)
+    return opset, ir
+
+
+def max_opset() -> int:
+    """The newest ai.onnx opset that both onnx and the installed onnxruntime know."""
+    return _limits()[0]
+
+
+def max_ir_version() -> int:
+    """The newest IR version that both onnx and the installed onnxruntime accept."""
+    return _limits()[1]

@@ -1,0 +1,684 @@
+"""Opsets built lazily from the ``onnx.defs`` schemas, for every domain and version onnx knows.
+
+``opset18.Relu`` is an :class:`Op` bound to the newest ``Relu`` schema whose version is at
+most 18.  Nothing is generated ahead of time: an Op is made on first attribute access and
+cached, so ``import dsl`` stays cheap.  Custom domains without schemas
+(``Opset("com.example", 1)``) accept any op and any attributes.
+
+The front ends ask an Op to check a call (:meth:`Op.check_call`) and to turn Python
+attribute values into IR attributes (:meth:`Op.make_attr`); eager mode calls the Op.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from typing import Any
+
+import numpy as np
+
+from dsl import ir, types
+from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpError
+
+__all__ = ["Opset", "Op", "schema_domains", "python_to_attr", "attr_kind_of_python"]
+
+_STANDARD_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
+_MODULE_NAMES = {
+    "opset": "",
+    "ai_onnx_ml": "ai.onnx.ml",
+    "ai_onnx_preview_training": "ai.onnx.preview.training",
+    "ai_onnx_preview": "ai.onnx.preview",
+}
+_NAME_RE = re.compile(r"^(opset|ai_onnx_ml|ai_onnx_preview_training|ai_onnx_preview)(\d+)$")
+
+
+def _normal_domain(domain: str) -> str:
+    return "" if domain == "ai.onnx" else domain
+
+
+@functools.cache
+def schema_domains() -> dict[str, int]:
+    """Each domain onnx has schemas for, with the newest version it defines."""
+    import onnx.defs
+
+    found: dict[str, int] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        found[schema.domain] = max(found.get(schema.domain, 0), schema.since_version)
+    found[""] = max(found.get("", 0), onnx.defs.onnx_opset_version())
+    return found
+
+
+class Opset:
+    """A (domain, version) pair whose attributes are the ops of that opset.
+
+    >>> from dsl import Opset
+    >>> op = Opset("", 18)
+    >>> op.Relu                                   # doctest: +ELLIPSIS
+    Op(Relu, opset 18, since 14)
+    >>> custom = Opset("com.example", 1)        # no schemas: any op, any attribute
+    """
+
+    def __init__(self, domain: str, version: int) -> None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise DslTypeError(f"an opset version is a positive int, not {version!r}")
+        self.domain = _normal_domain(domain)
+        self.version = version
+        self._ops: dict[str, Op] = {}
+        self._has_schemas = self.domain in _STANDARD_DOMAINS
+
+    @property
+    def has_schemas(self) -> bool:
+        """True for the domains onnx defines; custom domains are unchecked."""
+        return self._has_schemas
+
+    def __getattr__(self, name: str) -> Op:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        found = self._ops.get(name)
+        if found is None:
+            found = self.get_op(name)
+        return found
+
+    def get_op(self, name: str) -> Op:
+        """The op called ``name``; :class:`UnknownOpError` when no schema defines it here."""
+        found = self._ops.get(name)
+        if found is not None:
+            return found
+        schema = None
+        if self._has_schemas:
+            import onnx.defs
+
+            try:
+                schema = onnx.defs.get_schema(name, self.version, self.domain)
+            except onnx.defs.SchemaError:
+                raise UnknownOpError(
+                    f"{self.describe()} has no op {name!r}",
+                    hint=self._suggest(name),
+                ) from None
+            if schema.deprecated:
+                raise UnknownOpError(
+                    f"{name} is deprecated in {self.describe()}",
+                    hint="use an older opset, or the op that replaced it",
+                )
+        found = Op(self, name, schema)
+        self._ops[name] = found
+        return found
+
+    def _suggest(self, name: str) -> str:
+        names = self.op_names()
+        close = difflib.get_close_matches(name, names, n=3)
+        if close:
+            return "did you mean " + " or ".join(close) + "?"
+        later = [
+            s.since_version
+            for s in _all_schemas_named(name, self.domain)
+            if s.since_version > self.version
+        ]
+        if later:
+            return f"{name} exists from opset {min(later)} on; import that opset"
+        return "see the op list of the ONNX specification for this domain"
+
+    def op_names(self) -> list[str]:
+        """Names of the ops available at this version (empty for a custom domain)."""
+        if not self._has_schemas:
+            return sorted(self._ops)
+        import onnx.defs
+
+        return sorted(
+            {
+                s.name
+                for s in onnx.defs.get_all_schemas_with_history()
+                if s.domain == self.domain and s.since_version <= self.version and not s.deprecated
+            }
+        )
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *self.op_names()]
+
+    def describe(self) -> str:
+        return f"opset {self.domain or 'ai.onnx'} {self.version}"
+
+    def __repr__(self) -> str:
+        return f"Opset({self.domain!r}, {self.version})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opset) and (self.domain, self.version) == (other.domain, other.version)
+
+    def __hash__(self) -> int:
+        return hash((self.domain, self.version))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Opset, (self.domain, self.version))
+
+
+def _all_schemas_named(name: str, domain: str) -> list[Any]:
+    import onnx.defs
+
+    return [s for s in onnx.defs.get_all_schemas_with_history() if s.name == name and s.domain == domain]
+
+
+# Attribute kinds: onnx.defs AttrType values equal ir.AttrKind values.
+_LIST_KIND = {
+    ir.AttrKind.FLOATS: ir.AttrKind.FLOAT,
+    ir.AttrKind.INTS: ir.AttrKind.INT,
+    ir.AttrKind.STRINGS: ir.AttrKind.STRING,
+    ir.AttrKind.TENSORS: ir.AttrKind.TENSOR,
+    ir.AttrKind.GRAPHS: ir.AttrKind.GRAPH,
+    ir.AttrKind.TYPE_PROTOS: ir.AttrKind.TYPE_PROTO,
+    ir.AttrKind.SPARSE_TENSORS: ir.AttrKind.SPARSE_TENSOR,
+}
+
+
+class Op:
+    """One operator at one opset version, with its schema when onnx has one.
+
+    Calling it outside ``@script`` runs it eagerly on numpy arrays (or torch tensors)::
+
+        >>> import numpy as np
+        >>> from dsl import opset18 as op
+        >>> op.Add(np.float32(1), np.float32(2))
+        array(3., dtype=float32)
+    """
+
+    __slots__ = ("opset", "name", "schema", "_attr_kinds", "_input_range", "_output_range", "_eager_key")
+
+    def __init__(self, opset: Opset, name: str, schema: Any) -> None:
+        self.opset = opset
+        self.name = name
+        self.schema = schema
+        self._eager_key: Any = None
+        if schema is not None:
+            self._attr_kinds = {n: ir.AttrKind(int(a.type)) for n, a in schema.attributes.items()}
+            self._input_range = (schema.min_input, schema.max_input)
+            self._output_range = (schema.min_output, schema.max_output)
+        else:
+            self._attr_kinds = {}
+            self._input_range = (0, 2**31 - 1)
+            self._output_range = (1, 2**31 - 1)
+
+    @property
+    def domain(self) -> str:
+        return self.opset.domain
+
+    @property
+    def version(self) -> int:
+        """The opset version this op was requested at."""
+        return self.opset.version
+
+    @property
+    def since_version(self) -> int | None:
+        """The version of the schema in force (the newest change at or before ``version``)."""
+        return None if self.schema is None else int(self.schema.since_version)
+
+    def __repr__(self) -> str:
+        since = "" if self.schema is None else f", since {self.since_version}"
+        domain = f"{self.domain} " if self.domain else ""
+        return f"Op({self.name}, opset {domain}{self.version}{since})"
+
+    # ------------------------------------------------------------------ checking calls
+
+    @property
+    def input_names(self) -> list[str]:
+        return [] if self.schema is None else [p.name for p in self.schema.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [] if self.schema is None else [p.name for p in self.schema.outputs]
+
+    @property
+    def min_outputs(self) -> int:
+        return self._output_range[0]
+
+    @property
+    def max_outputs(self) -> int:
+        return self._output_range[1]
+
+    def default_output_count(self) -> int:
+        """Outputs a call produces when the caller does not say: all non-variadic ones."""
+        if self.schema is None:
+            return 1
+        outs = self.schema.outputs
+        if outs and _is_variadic(outs[-1]):
+            return max(len(outs) - 1, 1)
+        required = [p for p in outs if not _is_optional(p)]
+        return max(len(required), 1)
+
+    def check_inputs(self, count: int, location: Any = None) -> None:
+        """Raise :class:`OpCallError` unless ``count`` inputs fit the schema."""
+        low, high = self._input_range
+        if low <= count <= high:
+            return
+        names = ", ".join(self.input_names) or "none"
+        if high == low:
+            want = f"{low} input{'s' if low != 1 else ''}"
+        elif high >= 2**31 - 1:
+            want = f"at least {low} inputs"
+        else:
+            want = f"{low} to {high} inputs"
+        raise OpCallError(
+            f"{self.name} takes {want}, got {count}",
+            location,
+            hint=f"the inputs of {self.name} are ({names}); attributes are passed by keyword",
+        )
+
+    def check_outputs(self, count: int, location: Any = None) -> None:
+        """Raise :class:`OpCallError` unless the caller may ask for ``count`` outputs."""
+        low, high = self._output_range
+        if low <= count <= high:
+            return
+        raise OpCallError(
+            f"{self.name} has {low if low == high else f'{low} to {high}'} outputs, but {count} are bound",
+            location,
+            hint=f"the outputs of {self.name} are ({', '.join(self.output_names)})",
+        )
+
+    def attribute_kind(self, name: str) -> ir.AttrKind | None:
+        """The kind the schema declares for attribute ``name`` (None: unknown or no schema)."""
+        return self._attr_kinds.get(name)
+
+    def check_attribute_name(self, name: str, location: Any = None) -> None:
+        if self.schema is None or name in self._attr_kinds:
+            return
+        if name in self.input_names:
+            raise OpAttributeError(
+                f"{name!r} is an input of {self.name}, not an attribute",
+                location,
+                hint=f"pass it positionally: the inputs of {self.name} are ({', '.join(self.input_names)})",
+            )
+        close = difflib.get_close_matches(name, list(self._attr_kinds), n=2)
+        known = ", ".join(sorted(self._attr_kinds)) or "none"
+        raise OpAttributeError(
+            f"{self.name} has no attribute {name!r}",
+            location,
+            hint=(f"did you mean {' or '.join(close)}? " if close else "") + f"its attributes are: {known}",
+        )
+
+    def check_required_attributes(self, given: set[str] | dict[str, Any], location: Any = None) -> None:
+        if self.schema is None:
+            return
+        missing = [n for n, a in self.schema.attributes.items() if a.required and n not in given]
+        if missing:
+            raise OpAttributeError(
+                f"{self.name} requires attribute{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                location,
+                hint=f"pass {missing[0]}=... as a keyword argument",
+            )
+
+    def make_attr(self, name: str, value: Any, location: Any = None) -> ir.Attr:
+        """Turn a Python value passed as ``name=value`` into an attribute of the schema's kind."""
+        self.check_attribute_name(name, location)
+        if isinstance(value, ir.Attr):
+            expected = self._attr_kinds.get(name)
+            if expected is not None and value.kind != expected:
+                raise OpAttributeError(
+                    f"attribute {name} of {self.name} is {expected.name}, but "
+                    f"{value.ref_attr_name or value.name!r} is {value.kind.name}",
+                    location,
+                )
+            value.name = name
+            return value
+        kind = self._attr_kinds.get(name)
+        try:
+            return python_to_attr(name, value, kind, location)
+        except OpAttributeError as err:
+            err.message = f"{self.name}: {err.message}"
+            raise
+
+    def check_call(self, n_inputs: int, attr_names: set[str] | dict[str, Any], location: Any = None) -> None:
+        """All checks of one call that need nothing but counts and names."""
+        self.check_inputs(n_inputs, location)
+        for attr_name in attr_names:
+            self.check_attribute_name(attr_name, location)
+        self.check_required_attributes(attr_names, location)
+
+    # ------------------------------------------------------------- element-type rules
+
+    def output_elem_types(
+        self, input_elem_types: list[int | None], attributes: dict[str, ir.Attr] | None = None
+    ) -> list[int | None]:
+        """Element types of the outputs, where the schema's type constraints decide them.
+
+        An output typed ``T`` takes the element type of an input typed ``T``; a constraint
+        that admits a single type decides it; ``Cast``/``Constant``-like ops read their
+        attribute.  Unknown -> None (the back end's shape inference fills it later).
+        """
+        if self.schema is None:
+            return [None]
+        attributes = attributes or {}
+        special = _attribute_decided_type(self.name, attributes, input_elem_types)
+        by_param: dict[str, int | None] = {}
+        for formal, elem in zip(_expand(self.schema.inputs, len(input_elem_types)), input_elem_types):
+            if elem is not None and formal.type_str not in by_param:
+                by_param[formal.type_str] = elem
+        constraints = {c.type_param_str: list(c.allowed_type_strs) for c in self.schema.type_constraints}
+        result: list[int | None] = []
+        for formal in self.schema.outputs:
+            if special is not None:
+                result.append(special)
+                continue
+            type_str = formal.type_str
+            elem = by_param.get(type_str)
+            if elem is None:
+                allowed = constraints.get(type_str, [type_str])
+                if len(allowed) == 1:
+                    elem = _elem_of_type_str(allowed[0])
+            result.append(elem)
+        return result
+
+    def check_input_types(self, input_elem_types: list[int | None], location: Any = None) -> None:
+        """Raise :class:`DslTypeError` when a known input element type breaks a constraint."""
+        if self.schema is None:
+            return
+        constraints = {c.type_param_str: set(c.allowed_type_strs) for c in self.schema.type_constraints}
+        bound: dict[str, tuple[int, str]] = {}
+        formals = _expand(self.schema.inputs, len(input_elem_types))
+        for formal, elem in zip(formals, input_elem_types):
+            if elem is None:
+                continue
+            allowed = constraints.get(formal.type_str, {formal.type_str})
+            type_str = f"tensor({_TYPE_STR_BY_ENUM.get(elem, '?')})"
+            if not any(type_str == a or a.endswith(type_str + ")") for a in allowed):
+                raise DslTypeError(
+                    f"input {formal.name!r} of {self.name} is {types.element_type_name(elem)}, which "
+                    f"{self.opset.describe()} does not allow",
+                    location,
+                    hint=f"allowed: {', '.join(sorted(_pretty_type_str(a) for a in allowed))}; insert op.Cast(..., to=...)",
+                )
+            if formal.type_str in constraints and _is_homogeneous(formal):
+                previous = bound.get(formal.type_str)
+                if previous is not None and previous[0] != elem:
+                    raise DslTypeError(
+                        f"inputs {previous[1]!r} and {formal.name!r} of {self.name} must have the same element "
+                        f"type, got {types.element_type_name(previous[0])} and {types.element_type_name(elem)}",
+                        location,
+                        hint="cast one of them with op.Cast(..., to=...) or op.CastLike",
+                    )
+                bound[formal.type_str] = (elem, formal.name)
+
+    # -------------------------------------------------------------------------- eager
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from eager import call_op  # imported lazily: compiling never needs onnxruntime
+
+        return call_op(self, args, kwargs)
+
+
+def _is_variadic(formal: Any) -> bool:
+    import onnx.defs
+
+    return formal.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+
+
+def _is_optional(formal: Any) -> bool:
+    import onnx.defs
+
+    return formal.option == onnx.defs.OpSchema.FormalParameterOption.Optional
+
+
+def _is_homogeneous(formal: Any) -> bool:
+    return not _is_variadic(formal) or bool(formal.is_homogeneous)
+
+
+def _expand(formals: list[Any], count: int) -> list[Any]:
+    """Formal parameters for ``count`` actual arguments (a variadic last one repeats)."""
+    if not formals:
+        return []
+    if len(formals) >= count:
+        return list(formals[:count])
+    return list(formals) + [formals[-1]] * (count - len(formals))
+
+
+_TYPE_STR_BY_ENUM = {
+    1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+    9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 14: "complex64",
+    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0",
+    25: "uint2", 26: "int2", 27: "float6e2m3", 28: "float6e3m2",
+}
+_ENUM_BY_TYPE_STR = {v: k for k, v in _TYPE_STR_BY_ENUM.items()}
+
+
+def _elem_of_type_str(type_str: str) -> int | None:
+    if type_str.startswith("tensor(") and type_str.endswith(")"):
+        return _ENUM_BY_TYPE_STR.get(type_str[7:-1])
+    return None
+
+
+def _pretty_type_str(type_str: str) -> str:
+    elem = _elem_of_type_str(type_str)
+    return types.element_type_name(elem) if elem is not None else type_str
+
+
+def _attribute_decided_type(
+    op_name: str, attributes: dict[str, ir.Attr], input_elem_types: list[int | None]
+) -> int | None:
+    if op_name == "Cast" and "to" in attributes and attributes["to"].ref_attr_name is None:
+        return int(attributes["to"].value)
+    if op_name == "CastLike" and len(input_elem_types) > 1:
+        return input_elem_types[1]
+    if op_name in ("Constant", "ConstantOfShape"):
+        for name, attr in attributes.items():
+            if attr.ref_attr_name is not None:
+                return None
+            if name == "value" and isinstance(attr.value, ir.Tensor):
+                return attr.value.elem_type
+            if name in ("value_float", "value_floats"):
+                return types.FLOAT.enum
+            if name in ("value_int", "value_ints"):
+                return types.INT64.enum
+            if name in ("value_string", "value_strings"):
+                return types.STRING.enum
+        return types.FLOAT.enum if op_name == "ConstantOfShape" else None
+    if op_name in ("EyeLike", "RandomNormalLike", "RandomUniformLike", "Bernoulli") and "dtype" in attributes:
+        if attributes["dtype"].ref_attr_name is None:
+            return int(attributes["dtype"].value)
+    if op_name in ("RandomNormal", "RandomUniform"):
+        attr = attributes.get("dtype")
+        return int(attr.value) if attr is not None and attr.ref_attr_name is None else types.FLOAT.enum
+    return None
+
+
+# ---------------------------------------------------------------- attribute conversion
+
+
+def attr_kind_of_python(value: Any) -> ir.AttrKind | None:
+    """The attribute kind a Python value has when no schema says otherwise."""
+    if isinstance(value, ir.Attr):
+        return value.kind
+    if isinstance(value, (bool, int, np.integer)):
+        return ir.AttrKind.INT
+    if isinstance(value, (float, np.floating)):
+        return ir.AttrKind.FLOAT
+    if isinstance(value, (str, bytes)):
+        return ir.AttrKind.STRING
+    if isinstance(value, (np.ndarray, ir.Tensor)):
+        return ir.AttrKind.TENSOR
+    if isinstance(value, ir.Graph):
+        return ir.AttrKind.GRAPH
+    if isinstance(value, types.ElementType) or isinstance(value, (ir.TensorType, ir.SequenceType, ir.OptionalType)):
+        return ir.AttrKind.TYPE_PROTO
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return ir.AttrKind.INTS
+        kinds = {attr_kind_of_python(v) for v in value}
+        if kinds <= {ir.AttrKind.INT}:
+            return ir.AttrKind.INTS
+        if kinds <= {ir.AttrKind.INT, ir.AttrKind.FLOAT}:
+            return ir.AttrKind.FLOATS
+        if len(kinds) == 1:
+            single = kinds.pop()
+            for list_kind, elem_kind in _LIST_KIND.items():
+                if elem_kind == single:
+                    return list_kind
+    return None
+
+
+def python_to_attr(name: str, value: Any, kind: ir.AttrKind | None, location: Any = None) -> ir.Attr:
+    """Convert ``value`` to an :class:`ir.Attr` of ``kind`` (inferred from the value if None)."""
+    if kind is None:
+        kind = attr_kind_of_python(value)
+        if kind is None:
+            raise OpAttributeError(
+                f"attribute {name} cannot hold a {type(value).__name__}",
+                location,
+                hint="attributes are ints, floats, strings, numpy arrays, graphs, or lists of these",
+            )
+    converted = _convert(kind, value)
+    if converted is _MISMATCH:
+        raise OpAttributeError(
+            f"attribute {name} must be {_KIND_WORDS[kind]}, got {_describe(value)}",
+            location,
+            hint=_KIND_HINTS.get(kind, ""),
+        )
+    return ir.Attr(name, kind, converted, location=location)
+
+
+_MISMATCH = object()
+
+_KIND_WORDS = {
+    ir.AttrKind.FLOAT: "a float",
+    ir.AttrKind.INT: "an int",
+    ir.AttrKind.STRING: "a string",
+    ir.AttrKind.TENSOR: "a tensor (numpy array or number)",
+    ir.AttrKind.GRAPH: "a graph (a @graph() function)",
+    ir.AttrKind.FLOATS: "a list of floats",
+    ir.AttrKind.INTS: "a list of ints",
+    ir.AttrKind.STRINGS: "a list of strings",
+    ir.AttrKind.TENSORS: "a list of tensors",
+    ir.AttrKind.GRAPHS: "a list of graphs",
+    ir.AttrKind.TYPE_PROTO: "a type (FLOAT[...], ...)",
+    ir.AttrKind.TYPE_PROTOS: "a list of types",
+    ir.AttrKind.SPARSE_TENSOR: "a sparse tensor",
+    ir.AttrKind.SPARSE_TENSORS: "a list of sparse tensors",
+}
+_KIND_HINTS = {
+    ir.AttrKind.INTS: "write a list literal such as [1, 1]",
+    ir.AttrKind.FLOATS: "write a list literal such as [0.5, 1.0]",
+    ir.AttrKind.INT: "an element type is given as an int: use FLOAT.enum or onnx.TensorProto.FLOAT",
+    ir.AttrKind.GRAPH: "decorate a nested function with @graph() and pass it by name",
+}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} {value!r}"[:80]
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _convert(kind: ir.AttrKind, value: Any) -> Any:
+    K = ir.AttrKind
+    if kind == K.INT:
+        if isinstance(value, types.ElementType):
+            return value.enum
+        if _is_int(value) or isinstance(value, (bool, np.bool_)):
+            return int(value)
+        return _MISMATCH
+    if kind == K.FLOAT:
+        return float(value) if _is_number(value) else _MISMATCH
+    if kind == K.STRING:
+        if isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return value
+        return value if isinstance(value, str) else _MISMATCH
+    if kind == K.TENSOR:
+        return to_tensor(value) if _tensor_like(value) else _MISMATCH
+    if kind == K.GRAPH:
+        return value if isinstance(value, ir.Graph) else _MISMATCH
+    if kind == K.TYPE_PROTO:
+        found = types.to_ir_type(value)
+        return found if found is not None else _MISMATCH
+    if kind == K.SPARSE_TENSOR:
+        return value if isinstance(value, ir.SparseTensor) else _MISMATCH
+    if kind in _LIST_KIND:
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)):
+            return _MISMATCH
+        items = [_convert(_LIST_KIND[kind], v) for v in value]
+        return _MISMATCH if any(i is _MISMATCH for i in items) else items
+    return _MISMATCH
+
+
+def _tensor_like(value: Any) -> bool:
+    if isinstance(value, (ir.Tensor, np.ndarray, np.generic, bool, int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_tensor_like(v) and not isinstance(v, (ir.Tensor, np.ndarray)) for v in value)
+    return False
+
+
+def to_tensor(value: Any, elem_type: int | None = None, name: str = "") -> ir.Tensor:
+    """A numpy array, numpy scalar or Python number/list as an :class:`ir.Tensor`.
+
+    Python ints become INT64 and floats FLOAT (the ONNX convention) unless ``elem_type``
+    says otherwise; numpy values keep their dtype.
+    """
+    if isinstance(value, ir.Tensor):
+        return value
+    if elem_type is not None:
+        array = np.asarray(value, dtype=types.numpy_dtype(elem_type))
+        return ir.Tensor(array, elem_type, name)
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        return ir.Tensor(array, types.element_type_of_dtype(array.dtype), name)
+    python_elem = types.element_type_of_python(value)
+    if python_elem is None:
+        python_elem = types.FLOAT.enum
+    array = np.asarray(value, dtype=types.numpy_dtype(python_elem))
+    return ir.Tensor(array, python_elem, name)
+
+
+# ------------------------------------------------------------ module-level opset names
+
+_OPSETS: dict[tuple[str, int], Opset] = {}
+
+
+def get_opset(domain: str, version: int) -> Opset:
+    """The shared Opset object for (domain, version)."""
+    key = (_normal_domain(domain), version)
+    found = _OPSETS.get(key)
+    if found is None:
+        found = _OPSETS[key] = Opset(*key)
+    return found
+
+
+def __getattr__(name: str) -> Opset:
+    if name == "opset":
+        from dsl.onnxruntime_limits import max_opset
+
+        return get_opset("", max_opset())
+    match = _NAME_RE.match(name)
+    if match is None:
+        raise AttributeError(f"module 'dsl.opsets' has no attribute {name!r}")
+    domain = _MODULE_NAMES[match.group(1)]
+    version = int(match.group(2))
+    if domain == "":
+        import onnx.defs
+
+        newest = onnx.defs.onnx_opset_version()
+    else:
+        newest = schema_domains().get(domain, 0)
+    if version > newest or version < 1:
+        raise AttributeError(
+            f"the installed onnx knows {domain or 'ai.onnx'} up to version {newest}, not {version}"
+        )
+    return get_opset(domain, version)
+
+
+def __dir__() -> list[str]:
+    names = list(globals())
+    for domain, newest in schema_domains().items():
+        prefix = next(k for k, v in _MODULE_NAMES.items() if v == domain)
+        names += [f"{prefix}{v}" for v in range(1, newest + 1)]
+    return names

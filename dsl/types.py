@@ -1,0 +1,253 @@
+"""Tensor types for annotations (``FLOAT``, ``FLOAT[2, "N"]``, ``FLOAT[...]``) and dtype tables.
+
+The element-type numbers are ONNX's ``TensorProto.DataType`` values, written out here so
+that annotating a function does not need onnx; numpy dtypes for the types numpy lacks
+(bfloat16, float8, 4-bit) come from ``ml_dtypes``, which onnx itself depends on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dsl.ir import OptionalType, SequenceType, TensorType
+
+__all__ = [
+    "ElementType",
+    "ELEMENT_TYPES",
+    "element_type_name",
+    "element_type_from_name",
+    "numpy_dtype",
+    "element_type_of_dtype",
+    "element_type_of_python",
+    "Sequence",
+    "Optional",
+]
+
+
+class ElementType:
+    """One ONNX element type, usable directly as the annotation of a scalar tensor.
+
+    ``FLOAT`` alone is a rank-0 tensor (as in onnxscript); subscripting gives a shaped
+    tensor type: ``FLOAT[2, "N"]`` (named symbolic axis), ``FLOAT[None, 3]`` (unnamed
+    axis), ``FLOAT[...]`` (any rank).  The result is a plain :class:`dsl.ir.TensorType`.
+    """
+
+    __slots__ = ("name", "enum", "_dtype_name")
+
+    def __init__(self, name: str, enum: int, dtype_name: str | None) -> None:
+        self.name = name
+        self.enum = enum
+        self._dtype_name = dtype_name
+
+    def __getitem__(self, dims: Any) -> TensorType:
+        if dims is Ellipsis:
+            return TensorType(self.enum, None)
+        if not isinstance(dims, tuple):
+            dims = (dims,)
+        shape: list[int | str | None] = []
+        for dim in dims:
+            if dim is None or isinstance(dim, str) or (isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0):
+                shape.append(dim)
+            else:
+                raise TypeError(
+                    f"{self.name}[...]: each dimension must be a non-negative int, a str (a named "
+                    f"dimension) or None, not {dim!r}; write {self.name}[...] for any rank"
+                )
+        return TensorType(self.enum, tuple(shape))
+
+    @property
+    def tensor_type(self) -> TensorType:
+        """The rank-0 tensor type this bare name stands for in an annotation."""
+        return TensorType(self.enum, ())
+
+    @property
+    def dtype(self) -> np.dtype:
+        return numpy_dtype(self.enum)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+# (name, DataType number, numpy dtype name or None); order is ONNX's numbering.
+_TABLE: list[tuple[str, int, str | None]] = [
+    ("FLOAT", 1, "float32"),
+    ("UINT8", 2, "uint8"),
+    ("INT8", 3, "int8"),
+    ("UINT16", 4, "uint16"),
+    ("INT16", 5, "int16"),
+    ("INT32", 6, "int32"),
+    ("INT64", 7, "int64"),
+    ("STRING", 8, "object"),
+    ("BOOL", 9, "bool"),
+    ("FLOAT16", 10, "float16"),
+    ("DOUBLE", 11, "float64"),
+    ("UINT32", 12, "uint32"),
+    ("UINT64", 13, "uint64"),
+    ("COMPLEX64", 14, "complex64"),
+    ("COMPLEX128", 15, "complex128"),
+    ("BFLOAT16", 16, "bfloat16"),
+    ("FLOAT8E4M3FN", 17, "float8_e4m3fn"),
+    ("FLOAT8E4M3FNUZ", 18, "float8_e4m3fnuz"),
+    ("FLOAT8E5M2", 19, "float8_e5m2"),
+    ("FLOAT8E5M2FNUZ", 20, "float8_e5m2fnuz"),
+    ("UINT4", 21, "uint4"),
+    ("INT4", 22, "int4"),
+    ("FLOAT4E2M1", 23, "float4_e2m1fn"),
+    ("FLOAT8E8M0", 24, "float8_e8m0fnu"),
+    ("UINT2", 25, "uint2"),
+    ("INT2", 26, "int2"),
+    ("FLOAT6E2M3", 27, "float6_e2m3fn"),
+    ("FLOAT6E3M2", 28, "float6_e3m2fn"),
+]
+
+ELEMENT_TYPES: dict[str, ElementType] = {name: ElementType(name, num, dt) for name, num, dt in _TABLE}
+_BY_ENUM: dict[int, ElementType] = {t.enum: t for t in ELEMENT_TYPES.values()}
+_NUMPY_BUILTIN = {"float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "object", "bool",
+                  "float16", "float64", "uint32", "uint64", "complex64", "complex128"}
+_DTYPE_CACHE: dict[int, np.dtype] = {}
+_ENUM_BY_DTYPE: dict[np.dtype, int] = {}
+
+FLOAT = ELEMENT_TYPES["FLOAT"]
+UINT8 = ELEMENT_TYPES["UINT8"]
+INT8 = ELEMENT_TYPES["INT8"]
+UINT16 = ELEMENT_TYPES["UINT16"]
+INT16 = ELEMENT_TYPES["INT16"]
+INT32 = ELEMENT_TYPES["INT32"]
+INT64 = ELEMENT_TYPES["INT64"]
+STRING = ELEMENT_TYPES["STRING"]
+BOOL = ELEMENT_TYPES["BOOL"]
+FLOAT16 = ELEMENT_TYPES["FLOAT16"]
+DOUBLE = ELEMENT_TYPES["DOUBLE"]
+UINT32 = ELEMENT_TYPES["UINT32"]
+UINT64 = ELEMENT_TYPES["UINT64"]
+COMPLEX64 = ELEMENT_TYPES["COMPLEX64"]
+COMPLEX128 = ELEMENT_TYPES["COMPLEX128"]
+BFLOAT16 = ELEMENT_TYPES["BFLOAT16"]
+FLOAT8E4M3FN = ELEMENT_TYPES["FLOAT8E4M3FN"]
+FLOAT8E4M3FNUZ = ELEMENT_TYPES["FLOAT8E4M3FNUZ"]
+FLOAT8E5M2 = ELEMENT_TYPES["FLOAT8E5M2"]
+FLOAT8E5M2FNUZ = ELEMENT_TYPES["FLOAT8E5M2FNUZ"]
+UINT4 = ELEMENT_TYPES["UINT4"]
+INT4 = ELEMENT_TYPES["INT4"]
+FLOAT4E2M1 = ELEMENT_TYPES["FLOAT4E2M1"]
+FLOAT8E8M0 = ELEMENT_TYPES["FLOAT8E8M0"]
+UINT2 = ELEMENT_TYPES["UINT2"]
+INT2 = ELEMENT_TYPES["INT2"]
+FLOAT6E2M3 = ELEMENT_TYPES["FLOAT6E2M3"]
+FLOAT6E3M2 = ELEMENT_TYPES["FLOAT6E3M2"]
+
+__all__ += list(ELEMENT_TYPES)
+
+
+def element_type_name(enum: int) -> str:
+    """``1 -> "FLOAT"``; unknown numbers render as ``"DataType(N)"`` rather than failing."""
+    found = _BY_ENUM.get(enum)
+    return found.name if found is not None else f"DataType({enum})"
+
+
+def element_type_from_name(name: str) -> ElementType:
+    """``"float"``/``"FLOAT"``/``"float32"`` -> the ElementType; ``KeyError`` if unknown."""
+    key = name.upper()
+    if key in ELEMENT_TYPES:
+        return ELEMENT_TYPES[key]
+    for t in ELEMENT_TYPES.values():
+        if t._dtype_name == name.lower():
+            return t
+    raise KeyError(name)
+
+
+def element_type(enum: int) -> ElementType:
+    """The ElementType of a DataType number; ``KeyError`` if onnx defines no such number."""
+    return _BY_ENUM[enum]
+
+
+def numpy_dtype(enum: int) -> np.dtype:
+    """The numpy dtype that holds values of an ONNX element type (ml_dtypes for the new ones)."""
+    cached = _DTYPE_CACHE.get(enum)
+    if cached is not None:
+        return cached
+    dtype_name = _BY_ENUM[enum]._dtype_name
+    if dtype_name in _NUMPY_BUILTIN:
+        dtype = np.dtype(dtype_name)
+    else:
+        import ml_dtypes  # imported on first use: it costs import time most users never need
+
+        dtype = np.dtype(getattr(ml_dtypes, str(dtype_name)))
+    _DTYPE_CACHE[enum] = dtype
+    return dtype
+
+
+def element_type_of_dtype(dtype: Any) -> int:
+    """The ONNX element type of a numpy dtype (strings map to STRING); ``KeyError`` if none."""
+    dtype = np.dtype(dtype)
+    if not _ENUM_BY_DTYPE:
+        for num, _ in ((t.enum, t) for t in ELEMENT_TYPES.values()):
+            try:
+                _ENUM_BY_DTYPE.setdefault(numpy_dtype(num), num)
+            except (AttributeError, ImportError):  # an ml_dtypes too old for the newest types
+                continue
+    if dtype.kind in "US":
+        return STRING.enum
+    return _ENUM_BY_DTYPE[dtype]
+
+
+def element_type_of_python(value: Any) -> int | None:
+    """The element type a Python literal becomes when nothing else decides it.
+
+    bool -> BOOL, int -> INT64, float -> FLOAT, str -> STRING (as in onnxscript); a
+    non-empty list/tuple takes the type of its widest element; anything else -> None.
+    """
+    if isinstance(value, bool):
+        return BOOL.enum
+    if isinstance(value, int):
+        return INT64.enum
+    if isinstance(value, float):
+        return FLOAT.enum
+    if isinstance(value, str):
+        return STRING.enum
+    if isinstance(value, (list, tuple)) and value:
+        kinds = {element_type_of_python(v) for v in value}
+        if None in kinds:
+            return None
+        for wider in (STRING.enum, FLOAT.enum, INT64.enum, BOOL.enum):
+            if wider in kinds:
+                if len(kinds) > 1 and (STRING.enum in kinds):
+                    return None
+                return wider
+    return None
+
+
+class _Container:
+    """``Sequence[FLOAT[...]]`` / ``Optional[FLOAT[2]]`` annotations."""
+
+    __slots__ = ("_make", "_name")
+
+    def __init__(self, name: str, make: Any) -> None:
+        self._name = name
+        self._make = make
+
+    def __getitem__(self, elem: Any) -> Any:
+        if isinstance(elem, ElementType):
+            elem = elem.tensor_type
+        return self._make(elem)
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+Sequence = _Container("Sequence", SequenceType)
+Optional = _Container("Optional", OptionalType)
+
+
+def to_ir_type(annotation: Any) -> Any:
+    """An annotation object (``FLOAT``, ``FLOAT[2]``, ``Sequence[...]``) -> an IR type, else None."""
+    if isinstance(annotation, ElementType):
+        return annotation.tensor_type
+    if isinstance(annotation, (TensorType, SequenceType, OptionalType)):
+        return annotation
+    return None
