@@ -22,6 +22,10 @@ __all__ = ["script", "graph", "ScriptFunction", "GraphFunction"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The domain of a scripted function when it becomes a model-local FunctionProto; the
+# same default as onnxscript, so models exported by either name their functions alike.
+DEFAULT_DOMAIN = "this"
+
 
 class ScriptFunction:
     """A Python function compiled (lazily) into an ONNX function.
@@ -39,7 +43,7 @@ class ScriptFunction:
         python_function: Callable[..., Any],
         *,
         opset: Opset | None = None,
-        domain: str = "",
+        domain: str = DEFAULT_DOMAIN,
         name: str | None = None,
         inline: bool = False,
     ) -> None:
@@ -118,7 +122,7 @@ def script(
     opset: Opset | None = None,
     default_opset: Opset | None = None,
     *,
-    domain: str = "",
+    domain: str = ...,
     name: str | None = None,
     inline: bool = False,
 ) -> Callable[[Callable[..., Any]], ScriptFunction]: ...
@@ -128,7 +132,7 @@ def script(
     opset: Any = None,
     default_opset: Opset | None = None,
     *,
-    domain: str = "",
+    domain: str = DEFAULT_DOMAIN,
     name: str | None = None,
     inline: bool = False,
     **unused: Any,
