@@ -106,17 +106,12 @@ class Opset:
         return found
 
     def _suggest(self, name: str) -> str:
-        names = self.op_names()
-        close = difflib.get_close_matches(name, names, n=3)
+        later = [s.since_version for s in _all_schemas_named(name, self.domain) if s.since_version > self.version]
+        if later:
+            return f"{name} exists from opset {min(later)} on; use opset{min(later)} or newer"
+        close = difflib.get_close_matches(name, self.op_names(), n=3)
         if close:
             return "did you mean " + " or ".join(close) + "?"
-        later = [
-            s.since_version
-            for s in _all_schemas_named(name, self.domain)
-            if s.since_version > self.version
-        ]
-        if later:
-            return f"{name} exists from opset {min(later)} on; import that opset"
         return "see the op list of the ONNX specification for this domain"
 
     def op_names(self) -> list[str]:
@@ -181,7 +176,7 @@ class Op:
         array(3., dtype=float32)
     """
 
-    __slots__ = ("opset", "name", "schema", "_attr_kinds", "_input_range", "_output_range", "_eager_key")
+    __slots__ = ("_attr_kinds", "_eager_key", "_input_range", "_output_range", "name", "opset", "schema")
 
     def __init__(self, opset: Opset, name: str, schema: Any) -> None:
         self.opset = opset

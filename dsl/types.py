@@ -34,7 +34,7 @@ class ElementType:
     axis), ``FLOAT[...]`` (any rank).  The result is a plain :class:`dsl.ir.TensorType`.
     """
 
-    __slots__ = ("name", "enum", "_dtype_name")
+    __slots__ = ("_dtype_name", "enum", "name")
 
     def __init__(self, name: str, enum: int, dtype_name: str | None) -> None:
         self.name = name
