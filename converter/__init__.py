@@ -1,1 +1,92 @@
-"""IR -> ONNX protos, ONNX protos -> IR, IR -> Python source, and the onnxquill command."""
+"""IR -> ONNX protos, ONNX protos -> IR, IR -> Python source, and the onnxquill command.
+
+The public functions of the round trip (a model someone else wrote -> Python you can
+edit -> a model again) are re-exported here; onnx is imported only when one of them
+runs, so ``import converter`` stays cheap.
+
+>>> import converter
+>>> source = converter.to_python("model.onnx", weights_path="model.npz")   # doctest: +SKIP
+>>> converter.assert_isomorphic(onnx.load("a.onnx"), onnx.load("b.onnx"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+# The Python back end needs no onnx; importing it here also keeps the package attribute
+# ``to_python`` the function below rather than the submodule of the same name.
+import converter.to_python as _python_back_end
+
+if TYPE_CHECKING:
+    from dsl import ir
+
+__all__ = ["to_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic"]
+
+
+def to_python(
+    model_or_path: Any,
+    weights_path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> str:
+    """Python source for ``@script`` that rebuilds a model (a path, a proto or IR).
+
+    Tensors larger than ``inline_limit`` (16 elements) are saved to ``weights_path``
+    (an ``.npz``) and loaded by the generated code as initializers; without it every
+    tensor is written inline.  Other options as
+    :func:`converter.to_python.model_to_python`.
+
+    >>> import converter
+    >>> print(converter.to_python("model.onnx", "model.npz"))   # doctest: +SKIP
+    """
+    from dsl import ir
+
+    model: ir.Model | ir.Function | ir.Graph
+    if isinstance(model_or_path, (ir.Model, ir.Function, ir.Graph)):
+        model = model_or_path
+    else:
+        from converter.from_onnx import from_proto as _from_proto
+
+        model = _from_proto(model_or_path)
+    return _python_back_end.model_to_python(model, weights_path, **options)
+
+
+def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True) -> ir.Model:
+    """Read an ONNX file into an :class:`ir.Model`; see :func:`converter.from_onnx.load_model`.
+
+    >>> model = converter.load_model("model.onnx")     # doctest: +SKIP
+    """
+    from converter.from_onnx import load_model as _load_model
+
+    return _load_model(path, load_external_data=load_external_data)
+
+
+def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
+    """A ModelProto, FunctionProto, GraphProto or path -> IR; see :mod:`converter.from_onnx`.
+
+    >>> graph = converter.from_proto(model_proto.graph)   # doctest: +SKIP
+    """
+    from converter.from_onnx import from_proto as _from_proto
+
+    return _from_proto(proto)
+
+
+def isomorphic(first: Any, second: Any, **options: Any) -> bool:
+    """True when two protos are equal up to renaming and node order; see :mod:`converter.compare`.
+
+    >>> converter.isomorphic(model, model)     # doctest: +SKIP
+    True
+    """
+    from converter.compare import isomorphic as _isomorphic
+
+    return _isomorphic(first, second, **options)
+
+
+def assert_isomorphic(first: Any, second: Any, **options: Any) -> None:
+    """Raise AssertionError naming the first difference unless the protos are isomorphic.
+
+    >>> converter.assert_isomorphic(model, model)     # doctest: +SKIP
+    """
+    from converter.compare import assert_isomorphic as _assert_isomorphic
+
+    _assert_isomorphic(first, second, **options)

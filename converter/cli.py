@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from dsl.errors import DslError
 
@@ -21,7 +23,158 @@ def _build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="compile an example model, run it in onnxruntime, print what happened")
     demo.set_defaults(run=_run_demo)
     # Further subcommands (to-python, compile, export) are registered below this line.
+    _add_export(commands)
+    _add_to_python(commands)
+    _add_compile(commands)
     return parser
+
+
+def _add_to_python(commands: Any) -> None:
+    to_python = commands.add_parser(
+        "to-python",
+        help="write an ONNX model as Python source for @script (weights beside it in an .npz)",
+        description="Write MODEL as readable Python; tensors larger than --inline-limit elements go to an .npz file.",
+    )
+    to_python.add_argument("model", help="the model file (.onnx)")
+    to_python.add_argument("-o", "--output", help="the .py file to write (default: print the source)")
+    to_python.add_argument("--weights", help="the .npz file for large tensors (default: OUTPUT with .npz)")
+    to_python.add_argument("--inline-limit", type=int, default=16, help="largest tensor written inline (elements)")
+    to_python.add_argument(
+        "--bind", action="append", default=[], metavar="NAME=VALUE", help="bind var(NAME) when MODEL is markup"
+    )
+    to_python.set_defaults(run=_run_to_python)
+
+
+# Readers of each input format for ``to-python``, by file suffix: each turns a path into
+# an IR model (or function).  Other formats register here (markup files, for instance).
+TO_PYTHON_READERS: dict[str, Callable[[str], Any]] = {}
+
+
+def _read_onnx(path: str) -> Any:
+    from converter.from_onnx import load_model
+
+    return load_model(path)
+
+
+TO_PYTHON_READERS[".onnx"] = _read_onnx
+
+
+def _run_to_python(args: argparse.Namespace) -> int:
+    import os
+
+    from converter.to_python import model_to_python
+
+    # Any suffix without a reader of its own is read as ONNX (.onnx, .pb, ...).
+    reader = TO_PYTHON_READERS.get(os.path.splitext(args.model)[1].lower(), _read_onnx)
+    if os.path.isdir(args.model) or reader is _read_markup:  # a markup project (.agr/.xml or its directory)
+        model = _read_markup(args.model, _parse_bindings(args.bind))
+    else:
+        model = reader(args.model)
+    weights = args.weights
+    if weights is None and args.output:
+        weights = os.path.splitext(args.output)[0] + ".npz"
+    source = model_to_python(model, weights, source_path=args.output, inline_limit=args.inline_limit)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as stream:
+            stream.write(source)
+        print(f"wrote {args.output}" + (f" (weights: {weights})" if weights and os.path.exists(weights) else ""))
+    else:
+        sys.stdout.write(source)
+    return 0
+
+
+def _add_compile(commands: Any) -> None:
+    compile_command = commands.add_parser(
+        "compile",
+        help="compile a @script function of a Python file to an ONNX model",
+        description="Compile FILE.py[:FUNCTION] (default: the last @script function in the file) to ONNX.",
+    )
+    compile_command.add_argument("script", help="the Python file, optionally with :function")
+    compile_command.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    compile_command.add_argument("--ir-version", type=int, help="force this IR version")
+    compile_command.set_defaults(run=_run_compile)
+
+
+def _run_compile(args: argparse.Namespace) -> int:
+    import os
+
+    import onnx
+
+    from converter.script_module import load_script_function, split_spec
+
+    path, name = split_spec(args.script)
+    function = load_script_function(path, name)
+    options = {} if args.ir_version is None else {"ir_version": args.ir_version}
+    model = function.to_model_proto(**options)
+    # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
+    large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24
+    onnx.save_model(model, args.output, save_as_external_data=large,
+                    location=os.path.basename(args.output) + ".data" if large else None)
+    print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
+    return 0
+
+
+def _add_export(commands: Any) -> None:
+    export = commands.add_parser(
+        "export",
+        help="compile an XML markup project (.agr, Agrippa's format) to an ONNX file",
+        description="Compile a markup project (a directory with one .agr/.xml file, or that file) to ONNX.",
+    )
+    export.add_argument("project", help="the project directory, or its architecture file")
+    export.add_argument("-o", "--output", help="the .onnx file to write (default: PROJECT.onnx)")
+    export.add_argument(
+        "--bind", action="append", default=[], metavar="NAME=VALUE", help="bind var(NAME) in the markup (repeatable)"
+    )
+    export.add_argument("--index", help="the architecture file, when the project holds several")
+    export.add_argument("--producer", default="Unknown", help="producer name (default: meta.json or Unknown)")
+    export.add_argument("--graph-name", default="Unknown", help="graph name (default: meta.json or Unknown)")
+    export.add_argument("--seed", type=int, help="random seed for weights initialised afresh")
+    export.add_argument("--reinit", action="store_true", help="ignore stored weights and initialise all afresh")
+    export.add_argument("--no-weights", action="store_true", help="do not write weights.npz into the project")
+    export.add_argument("--quiet", action="store_true", help="no note about freshly initialised weights")
+    export.set_defaults(run=_run_export)
+
+
+def _read_markup(path: str, bindings: dict[str, str] | None = None) -> Any:
+    from dsl.markup import to_model
+
+    return to_model(path, bindings=bindings)
+
+
+TO_PYTHON_READERS[".agr"] = _read_markup
+TO_PYTHON_READERS[".xml"] = _read_markup
+
+
+def _parse_bindings(pairs: list[str]) -> dict[str, str]:
+    from dsl.errors import MarkupError
+
+    bindings: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name.strip():
+            raise MarkupError(f"--bind {pair!r} is not NAME=VALUE", hint="write e.g. --bind d_model=512")
+        bindings[name.strip()] = value.strip()
+    return bindings
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from dsl.markup import export
+
+    model = export(
+        args.project,
+        args.output,
+        producer=args.producer,
+        graph_name=args.graph_name,
+        write_weights=not args.no_weights,
+        suppress=args.quiet,
+        reinit=args.reinit,
+        bindings=_parse_bindings(args.bind),
+        index=args.index,
+        seed=args.seed,
+    )
+    outputs = ", ".join(o.name for o in model.graph.output)
+    print(f"wrote {len(model.graph.node)} nodes, {len(model.graph.initializer)} weights; outputs: {outputs}")
+    return 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:

@@ -344,7 +344,8 @@ class Op:
         special = _attribute_decided_type(self.name, attributes, input_elem_types)
         by_param: dict[str, int | None] = {}
         for formal, elem in zip(_expand(self.schema.inputs, len(input_elem_types)), input_elem_types):
-            if elem is not None and formal.type_str not in by_param:
+            # A heterogeneous variadic (Scan, Loop) says nothing about its other types.
+            if elem is not None and formal.type_str not in by_param and _is_homogeneous(formal):
                 by_param[formal.type_str] = elem
         constraints = {c.type_param_str: list(c.allowed_type_strs) for c in self.schema.type_constraints}
         result: list[int | None] = []
@@ -353,6 +354,9 @@ class Op:
                 result.append(special)
                 continue
             type_str = formal.type_str
+            if not _is_homogeneous(formal):
+                result.append(None)
+                continue
             elem = by_param.get(type_str)
             if elem is None:
                 allowed = constraints.get(type_str, [type_str])
@@ -394,9 +398,15 @@ class Op:
     # -------------------------------------------------------------------------- eager
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from eager import call_op  # imported lazily: compiling never needs onnxruntime
+        return _eager_call_op()(self, args, kwargs)
 
-        return call_op(self, args, kwargs)
+
+@functools.cache
+def _eager_call_op() -> Any:
+    # Imported on the first eager call only: compiling never needs onnxruntime.
+    from eager import call_op
+
+    return call_op
 
 
 def _is_variadic(formal: Any) -> bool:

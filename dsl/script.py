@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dsl import ir
 from dsl.opsets import Opset

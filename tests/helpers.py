@@ -25,8 +25,25 @@ def run_model(model: onnx.ModelProto, inputs: list[Any]) -> list[Any]:
     return session.run(None, dict(zip(names, inputs)))
 
 
+def ranked_io_types(function: ScriptFunction, inputs: list[Any]) -> dict[str, Any] | None:
+    """Ranks for inputs annotated ``FLOAT[...]``, taken from the example inputs (every axis dynamic).
+
+    ONNX's checker rejects a model input without a rank, and ``FLOAT[...]`` says nothing
+    about the rank; the test inputs do, so the exported model gets that rank and no size.
+    """
+    from dsl import ir
+
+    found: dict[str, Any] = {}
+    for value, example in zip(function.function.inputs, inputs):
+        if isinstance(value.type, ir.TensorType) and value.type.shape is None:
+            found[value.name] = ir.TensorType(value.type.elem_type, (None,) * np.ndim(example))
+    return found or None
+
+
 def export_and_run(function: ScriptFunction, inputs: list[Any], **model_options: Any) -> list[Any]:
     """Export ``function`` to a model, check it fully, run it in onnxruntime."""
+    if "io_types" not in model_options:
+        model_options["io_types"] = ranked_io_types(function, inputs)
     model = function.to_model_proto(**model_options)
     onnx.checker.check_model(model, full_check=True)
     return run_model(model, inputs)
@@ -66,9 +83,12 @@ def check_script(
     """Assert that the exported model and eager execution both give ``expected``.
 
     ``expected`` is one array or a tuple/list of arrays (several outputs).  Attributes
-    given here are passed eagerly; for the exported model they must be defaults.
+    given here are passed eagerly, and to the export as ``to_model_proto(attributes=...)``
+    (which fixes the values of the function's attribute parameters in the model).
     """
     expected_list = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    if attributes and "attributes" not in model_options:
+        model_options["attributes"] = attributes
     _assert_close("exported", export_and_run(function, inputs, **model_options), expected_list, rtol, atol)
     if eager:
         _assert_close("eager", run_eager(function, inputs, attributes), expected_list, rtol, atol)

@@ -1,0 +1,261 @@
+"""Compile and export speed of onnxquill, side by side with onnxscript when it is installed.
+
+Run ``python bench/compile_speed.py`` from the repository root.  It prints one table:
+
+- ms per realistic function, from an undecorated Python function to IR (onnxquill:
+  ``script()(f).function``; onnxscript: ``script()(f)``, which converts on decoration).
+  Every measurement uses a fresh function object, so no compile result is reused.
+- µs per statement for one generated function of 500, 2000 and 10000 statements
+  (goal <= 20 µs, and linear);
+- µs per node for ``to_model_proto`` on those functions (goal <= 10 µs);
+- ``import dsl`` time as a ratio of ``import onnx`` (fresh interpreters, median; goal <= 1.3x).
+
+Functions are written to a temporary module and imported, so ``inspect`` finds their
+source exactly as it does for user code.  onnxscript is imported only here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+HEADERS = {
+    "onnxquill": "from dsl import FLOAT, INT64, script\nfrom dsl import opset18 as op\n",
+    "onnxscript": "from onnxscript import FLOAT, INT64, script\nfrom onnxscript import opset18 as op\n",
+}
+
+# Realistic bodies, valid for both libraries; {name} is replaced by a unique function name.
+REALISTIC = {
+    "gelu": '''
+def {name}(x: FLOAT[...]) -> FLOAT[...]:
+    return 0.5 * x * (1.0 + op.Erf(x / 1.4142135623730951))
+''',
+    "layer_norm": '''
+def {name}(x: FLOAT["B", "D"], scale: FLOAT["D"], bias: FLOAT["D"], epsilon: float = 1e-5) -> FLOAT["B", "D"]:
+    mean = op.ReduceMean(x, [-1])
+    centered = x - mean
+    variance = op.ReduceMean(centered * centered, [-1])
+    return centered / op.Sqrt(variance + epsilon) * scale + bias
+''',
+    "rms_norm": '''
+def {name}(x: FLOAT[...], weight: FLOAT[...]) -> FLOAT[...]:
+    mean_square = op.ReduceMean(x * x, [-1])
+    return x / op.Sqrt(mean_square + 1e-6) * weight
+''',
+    "attention": '''
+def {name}(q: FLOAT[...], k: FLOAT[...], v: FLOAT[...], mask: FLOAT[...]) -> FLOAT[...]:
+    scores = op.MatMul(q, op.Transpose(k, perm=[0, 1, 3, 2])) / 8.0
+    scores = op.Where(mask > 0.0, scores, op.Constant(value_float=-1e9))
+    return op.MatMul(op.Softmax(scores, axis=-1), v)
+''',
+    "swiglu_mlp": '''
+def {name}(x: FLOAT[...], w_gate: FLOAT[...], w_up: FLOAT[...], w_down: FLOAT[...]) -> FLOAT[...]:
+    gate = op.MatMul(x, w_gate)
+    up = op.MatMul(x, w_up)
+    return op.MatMul(gate * op.Sigmoid(gate) * up, w_down)
+''',
+    "conv_bn_relu": '''
+def {name}(x: FLOAT[...], w: FLOAT[...], scale: FLOAT[...], bias: FLOAT[...], mean: FLOAT[...], var: FLOAT[...]) -> FLOAT[...]:
+    conv = op.Conv(x, w, pads=[1, 1, 1, 1])
+    return op.Relu(op.BatchNormalization(conv, scale, bias, mean, var, epsilon=1e-5))
+''',
+    "cross_entropy": '''
+def {name}(logits: FLOAT[...], labels: INT64[...]) -> FLOAT[...]:
+    log_probs = op.LogSoftmax(logits, axis=-1)
+    picked = op.GatherElements(log_probs, op.Unsqueeze(labels, [1]), axis=1)
+    return op.Neg(op.ReduceMean(picked, keepdims=0))
+''',
+    "rotary": '''
+def {name}(x: FLOAT[...], cos: FLOAT[...], sin: FLOAT[...]) -> FLOAT[...]:
+    first = op.Slice(x, [0], [4], [-1])
+    second = op.Slice(x, [4], [8], [-1])
+    rotated = op.Concat(op.Neg(second), first, axis=-1)
+    return x * cos + rotated * sin
+''',
+}
+
+_STATEMENTS = (
+    "    v{i} = op.Add(v{p}, x)\n",
+    "    v{i} = v{p} * x\n",
+    "    v{i} = op.Relu(v{p})\n",
+    "    v{i} = v{p} - 1.5\n",
+)
+
+
+def generated_source(name: str, statements: int) -> str:
+    """A straight-line function of ``statements`` assignments (a mix of ops and operators)."""
+    # Ranked annotations, as in most real code: the export then needs no shape inference.
+    lines = [f'def {name}(x: FLOAT["N"]) -> FLOAT["N"]:\n', "    v0 = op.Identity(x)\n"]
+    for index in range(1, statements):
+        lines.append(_STATEMENTS[index % len(_STATEMENTS)].format(i=index, p=index - 1))
+    lines.append(f"    return v{statements - 1}\n")
+    return "".join(lines)
+
+
+_MODULE_COUNT = 0
+
+
+def load_module(source: str, directory: Path) -> Any:
+    """Write ``source`` to a new file and import it (registered, as onnxscript needs)."""
+    global _MODULE_COUNT
+    _MODULE_COUNT += 1
+    name = f"compile_speed_generated_{_MODULE_COUNT}"
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def compilers() -> dict[str, Callable[[Any], Any]]:
+    """Per library: undecorated function -> compiled object (its IR), nothing cached."""
+    from dsl import script as dsl_script
+
+    found: dict[str, Callable[[Any], Any]] = {"onnxquill": lambda f: dsl_script()(f).function}
+    try:
+        from onnxscript import script as onnxscript_script
+    except ImportError:
+        return found
+    found["onnxscript"] = lambda f: onnxscript_script()(f)
+    return found
+
+
+def exporters() -> dict[str, Callable[[Any], Any]]:
+    """Per library: compiled object -> ModelProto."""
+    from converter.to_onnx import model_to_proto
+
+    return {"onnxquill": model_to_proto, "onnxscript": lambda f: f.to_model_proto()}
+
+
+def time_realistic(directory: Path, repeats: int) -> dict[str, dict[str, float | None]]:
+    """Median ms per realistic function and library (None when the library rejects it)."""
+    results: dict[str, dict[str, float | None]] = {}
+    for library, compile_function in compilers().items():
+        source = HEADERS[library] + "".join(
+            body.format(name=f"{key}_{copy}") for key, body in REALISTIC.items() for copy in range(repeats)
+        )
+        module = load_module(source, directory)
+        for key in REALISTIC:
+            samples: list[float] = []
+            try:
+                for copy in range(repeats):
+                    function = getattr(module, f"{key}_{copy}")
+                    start = time.perf_counter()
+                    compile_function(function)
+                    samples.append(time.perf_counter() - start)
+            except Exception as error:  # the other library may not support a construct
+                print(f"  note: {library} failed on {key}: {type(error).__name__}: {str(error)[:120]}")
+                results.setdefault(key, {})[library] = None
+                continue
+            # the first call of each library warms caches shared by all functions (opset schemas)
+            results.setdefault(key, {})[library] = statistics.median(samples[1:] or samples) * 1e3
+    return results
+
+
+def time_generated(directory: Path, sizes: list[int]) -> dict[int, dict[str, tuple[float, float] | None]]:
+    """Per size and library: (µs per statement to compile, µs per node to export)."""
+    results: dict[int, dict[str, tuple[float, float] | None]] = {}
+    export = exporters()
+    for library, compile_function in compilers().items():
+        for size in sizes:
+            copies = 3
+            source = HEADERS[library] + "".join(generated_source(f"chain_{c}", size) for c in range(copies))
+            module = load_module(source, directory)
+            compile_times: list[float] = []
+            compiled: Any = None
+            try:
+                for copy in range(copies):
+                    start = time.perf_counter()
+                    compiled = compile_function(getattr(module, f"chain_{copy}"))
+                    compile_times.append(time.perf_counter() - start)
+                export_times = []
+                model = None
+                for _ in range(3):
+                    start = time.perf_counter()
+                    model = export[library](compiled)
+                    export_times.append(time.perf_counter() - start)
+            except Exception as error:
+                print(f"  note: {library} failed on {size} statements: {type(error).__name__}: {str(error)[:120]}")
+                results.setdefault(size, {})[library] = None
+                continue
+            nodes = len(model.graph.node) if model is not None else size
+            results.setdefault(size, {})[library] = (
+                min(compile_times) / size * 1e6,
+                min(export_times) / max(nodes, 1) * 1e6,
+            )
+    return results
+
+
+def import_seconds(statement: str, repeats: int) -> float:
+    """Median time of ``statement`` in fresh interpreters (startup excluded)."""
+    code = f"import time; start = time.perf_counter(); {statement}; print(time.perf_counter() - start)"
+    samples = []
+    for _ in range(repeats):
+        output = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        samples.append(float(output.strip()))
+    return statistics.median(samples)
+
+
+def _cell(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7, help="fresh functions per realistic case")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[500, 2000, 10000])
+    parser.add_argument("--import-repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    libraries = list(compilers())
+    with tempfile.TemporaryDirectory() as folder:
+        directory = Path(folder)
+        realistic = time_realistic(directory, args.repeats)
+        generated = time_generated(directory, args.sizes)
+
+    print()
+    print("| measurement | " + " | ".join(libraries) + " | goal |")
+    print("| --- | " + " | ".join("---:" for _ in libraries) + " | --- |")
+    for key, by_library in realistic.items():
+        cells = " | ".join(_cell(by_library.get(lib)) for lib in libraries)
+        print(f"| compile {key} (ms) | {cells} | |")
+    for size, by_library in generated.items():
+        cells = " | ".join(_cell(None if by_library.get(lib) is None else by_library[lib][0]) for lib in libraries)
+        print(f"| compile {size} statements (µs/statement) | {cells} | <= 20 |")
+    for size, by_library in generated.items():
+        cells = " | ".join(_cell(None if by_library.get(lib) is None else by_library[lib][1]) for lib in libraries)
+        print(f"| to_model_proto, {size} statements (µs/node) | {cells} | <= 10 |")
+
+    onnx_time = import_seconds("import onnx", args.import_repeats)
+    dsl_time = import_seconds("import dsl", args.import_repeats)
+    dsl_opset_time = import_seconds("from dsl import script, FLOAT, opset18", args.import_repeats)
+    blanks = " | ".join("" for _ in libraries[1:])
+    blank_cells = f" | {blanks}" if libraries[1:] else ""
+    print(f"| import onnx (ms) | {onnx_time * 1e3:.1f}{blank_cells} | |")
+    print(f"| import dsl (ms, ratio to onnx) | {dsl_time * 1e3:.1f} ({dsl_time / onnx_time:.2f}x){blank_cells} | <= 1.3x |")
+    print(
+        f"| from dsl import script, FLOAT, opset18 (ms, ratio) | {dsl_opset_time * 1e3:.1f} "
+        f"({dsl_opset_time / onnx_time:.2f}x){blank_cells} | |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""How fast a model becomes Python, and Python a model again, per node.
+
+For the light resnet50 and densenet121 models of onnx's backend tests and for synthetic
+chains of 2 000, 20 000 and 200 000 nodes, prints microseconds per node for
+
+* ``from_onnx``: ModelProto -> IR,
+* ``to_python``: IR -> source (weights to an .npz),
+* ``total``: ModelProto -> source (what ``converter.to_python`` does),
+* ``rebuild``: source -> ``@script`` compile -> ``to_model_proto``,
+
+and the peak memory of ``converter.to_python`` measured with tracemalloc (a separate
+run, since tracing slows everything down).  The goal is linear time and at most
+10 µs per node for ``total``; ``--onnxscript`` also times onnxscript's exporter.
+
+    python bench/to_python_speed.py [--sizes 2000 20000 200000] [--no-rebuild] [--onnxscript]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import onnx
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import converter
+from converter.from_onnx import model_from_proto
+from converter.script_module import load_script_function
+from converter.to_python import model_to_python
+
+DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def chain(length: int) -> onnx.ModelProto:
+    """A chain of ``length`` nodes cycling through Add, Relu, LeakyRelu(alpha), Mul."""
+    nodes = []
+    for index in range(length):
+        source, target = f"v{index}", f"v{index + 1}"
+        kind = index % 4
+        if kind == 0:
+            nodes.append(helper.make_node("Add", [source, "x"], [target]))
+        elif kind == 1:
+            nodes.append(helper.make_node("Relu", [source], [target]))
+        elif kind == 2:
+            nodes.append(helper.make_node("LeakyRelu", [source], [target], alpha=0.1))
+        else:
+            nodes.append(helper.make_node("Mul", [source, "x"], [target]))
+    nodes[0].input[0] = "x"
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info(f"v{length}", TensorProto.FLOAT, ["N"])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _count_nodes(model: onnx.ModelProto) -> int:
+    return len(model.graph.node)
+
+
+def _timed(function, *args, repeats: int = 1, **kwargs):
+    """(result, best time of ``repeats`` runs): the machine is shared, the minimum is the signal."""
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = function(*args, **kwargs)
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def measure(name: str, model: onnx.ModelProto, rebuild: bool, with_onnxscript: bool) -> None:
+    nodes = _count_nodes(model)
+    repeats = 5 if nodes <= 20_000 else 1
+    with tempfile.TemporaryDirectory() as folder:
+        source_path = os.path.join(folder, "model.py")
+        weights_path = os.path.join(folder, "model.npz")
+        ir_model, read_time = _timed(model_from_proto, model, repeats=repeats)
+        source, write_time = _timed(model_to_python, ir_model, weights_path, source_path=source_path, repeats=repeats)
+        _, total_time = _timed(converter.to_python, model, weights_path, source_path=source_path, repeats=repeats)
+        with open(source_path, "w", encoding="utf-8") as stream:
+            stream.write(source)
+        line = (f"{name:>14} {nodes:>7} nodes | from_onnx {read_time / nodes * 1e6:6.2f} | to_python "
+                f"{write_time / nodes * 1e6:6.2f} | total {total_time / nodes * 1e6:6.2f} µs/node")
+        if rebuild:
+            def compile_back() -> onnx.ModelProto:
+                return load_script_function(source_path).to_model_proto()
+
+            rebuilt, rebuild_time = _timed(compile_back)
+            same = converter.isomorphic(model, rebuilt)
+            line += f" | rebuild {rebuild_time / nodes * 1e6:7.2f} µs/node (isomorphic: {same})"
+        gc.collect()
+        tracemalloc.start()
+        converter.to_python(model, weights_path, source_path=source_path)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        line += f" | peak {peak / 2**20:7.1f} MiB ({peak / nodes / 1024:5.2f} KiB/node)"
+        if with_onnxscript:
+            line += f" | onnxscript {_onnxscript_time(model) / nodes * 1e6:7.2f} µs/node"
+    print(line, flush=True)
+
+
+def _onnxscript_time(model: onnx.ModelProto) -> float:
+    from onnxscript.backend.onnx_export import export2python
+
+    _, elapsed = _timed(export2python, model)
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="*", default=[2_000, 20_000, 200_000])
+    parser.add_argument("--no-rebuild", action="store_true", help="skip compiling the source back")
+    parser.add_argument("--onnxscript", action="store_true", help="also time onnxscript's export2python")
+    args = parser.parse_args(argv)
+    print("columns: µs per node (best of 5 runs; 1 for 200 000 nodes); peak = tracemalloc peak of converter.to_python (weights to .npz)")
+    for model_name in ("resnet50", "densenet121"):
+        model = onnx.load(os.path.join(DATA, f"light_{model_name}.onnx"))
+        measure(model_name, model, not args.no_rebuild, args.onnxscript)
+    for size in args.sizes:
+        measure(f"chain {size}", chain(size), not args.no_rebuild, args.onnxscript)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Loading a Python file of ``@script`` functions, as ``onnxquill compile`` needs.
+
+The file is imported under a private module name (registered in ``sys.modules``, so the
+compiler finds its source text with ``inspect``), and one ScriptFunction is chosen:
+the one named after ``:`` in ``model.py:function``, else the last one the file defines
+(``converter.to_python`` writes the model's main graph last, after the functions it
+calls).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import sys
+
+from dsl.errors import DslError, DslNameError, ModelLoadError
+from dsl.script import ScriptFunction
+
+__all__ = ["split_spec", "load_script_function"]
+
+_COUNTER = itertools.count()
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``"model.py:main"`` -> ``("model.py", "main")``; a Windows drive colon is not a separator."""
+    path, sep, name = spec.rpartition(":")
+    if sep and name.isidentifier() and path:
+        return path, name
+    return spec, None
+
+
+def load_script_function(path: str | os.PathLike[str], name: str | None = None) -> ScriptFunction:
+    """Import the Python file ``path`` and return its ScriptFunction ``name`` (default: the last).
+
+    >>> fn = load_script_function("model.py")          # doctest: +SKIP
+    >>> fn.to_model_proto().graph.name                  # doctest: +SKIP
+    'main_graph'
+    """
+    file_name = os.fspath(path)
+    if not os.path.isfile(file_name):
+        raise ModelLoadError(f"{file_name}: no such file", hint="check the path of the Python file")
+    module_name = f"_onnxquill_script_{next(_COUNTER)}"
+    spec = importlib.util.spec_from_file_location(module_name, file_name)
+    if spec is None or spec.loader is None:
+        raise ModelLoadError(f"{file_name}: not a Python file", hint="pass a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except DslError:
+        raise
+    except Exception as error:
+        del sys.modules[module_name]
+        raise ModelLoadError(
+            f"{file_name}: importing the file failed: {type(error).__name__}: {error}",
+            hint="run the file with python to see the full traceback",
+        ) from error
+    functions = {key: value for key, value in vars(module).items() if isinstance(value, ScriptFunction)}
+    if name is not None:
+        found = functions.get(name)
+        if found is None:
+            raise DslNameError(
+                f"{file_name} has no @script function {name!r}",
+                hint=f"its @script functions are: {', '.join(functions) or 'none'}",
+            )
+        return found
+    if not functions:
+        raise DslNameError(f"{file_name} defines no @script function", hint="decorate the model's function with @script()")
+    return list(functions.values())[-1]

@@ -1,0 +1,766 @@
+"""IR -> readable Python source for ``@script``: the back end that lets people edit a model.
+
+Proposal for weights (agreed shape of the contract with the ``@script`` compiler)
+--------------------------------------------------------------------------------
+Each graph initializer is declared once at module level with
+``dsl.frontend.weights.initializer(array, name=...)``, which returns an
+``Initializer`` object; the body reads it by its Python name::
+
+    weights = load_weights(__file__, "model.npz")       # large ones, beside the source
+    fc_weight = initializer(weights["fc_weight"], name="fc.weight")
+    fc_bias = initializer(np.array([0.5, -1.0], dtype=np.float32), name="fc.bias")
+
+The compiler turns a free name bound to an ``Initializer`` into an initializer of the
+outermost graph (``dsl.frontend.weights.initializer_value``), so weights come back as
+initializers, not Constants or inputs; a plain numpy array keeps meaning a Constant.
+An initializer that the model also lists as a graph input (the IR < 4 style, an
+overridable weight) is written as a parameter whose default is the Initializer:
+``def main(x: FLOAT[1, 3], w: FLOAT[3] = w_init)``.
+
+Spelling rules (conservative: what the compiler certainly handles)
+------------------------------------------------------------------
+* one statement per node, ``y = op.Relu(x)`` or ``a, b = op.TopK(x, k, axis=1)``; an
+  omitted optional input is ``None``; an omitted output in the middle is ``_``;
+* ``a + b`` etc. only for the ops whose Python operator the compiler maps to that very
+  op whatever the element types (the inverse of :mod:`dsl.operators`): Add, Sub, Mul,
+  Div, MatMul, Pow, And, Or, Xor, Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
+  Neg and Not, with no attributes;
+* every subgraph attribute (If branches, Loop and Scan bodies) is a nested ``@graph()``
+  function defined just before the node that uses it;
+* model-local functions are ``@script(opset, domain=..., name=...)`` functions written
+  before their callers, called by their Python name;
+* tensor attributes are ``np.array(...)`` literals (large ones: module-level names read
+  from the weights file); element-type attributes (``to=``) are written ``FLOAT`` etc.
+
+Names come from the model (made valid identifiers, never a keyword, a builtin or a name
+the generated module uses itself).  Everything is one pass over the nodes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import json
+import keyword
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dsl import ir, types
+from dsl.errors import ConversionError
+
+__all__ = ["model_to_python", "function_to_python", "save_weights", "INLINE_LIMIT"]
+
+# Tensors with at most this many elements are written inline as np.array literals.
+INLINE_LIMIT = 16
+
+_BINARY = {
+    "Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "MatMul": "@", "Pow": "**",
+    "And": "&", "Or": "|", "Xor": "^",
+    "Equal": "==", "Less": "<", "LessOrEqual": "<=", "Greater": ">", "GreaterOrEqual": ">=",
+}
+_UNARY = {"Neg": "-", "Not": "~"}
+# Integer attributes that hold an element type, written FLOAT rather than 1.
+_ELEMENT_TYPE_ATTRIBUTES = {("Cast", "to"), ("EyeLike", "dtype"), ("RandomNormal", "dtype"),
+                            ("RandomUniform", "dtype"), ("RandomNormalLike", "dtype"),
+                            ("RandomUniformLike", "dtype"), ("Multinomial", "dtype"), ("Bernoulli", "dtype")}
+
+_ATTR_ANNOTATIONS = {
+    ir.AttrKind.FLOAT: "float", ir.AttrKind.INT: "int", ir.AttrKind.STRING: "str",
+    ir.AttrKind.FLOATS: "list[float]", ir.AttrKind.INTS: "list[int]", ir.AttrKind.STRINGS: "list[str]",
+}
+
+_NOT_IDENTIFIER = re.compile(r"[^0-9a-zA-Z_]+")
+_MODULE_NAMES = {"np", "ml_dtypes", "op", "script", "graph", "Opset", "initializer", "sparse_tensor",
+                 "sparse_initializer", "load_weights", "weights", "Sequence", "Optional", "_"}
+_RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) \
+    | frozenset(types.ELEMENT_TYPES) | _MODULE_NAMES
+
+
+def _identifier(name: str, fallback: str) -> str:
+    if not (name.isidentifier() and name.isascii()):
+        name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+        if not name:
+            return fallback
+        if name[0].isdigit():
+            name = fallback + name
+    return name
+
+
+class _Names:
+    """A namespace: hands out valid, unused identifiers; ``parent`` names are taken too."""
+
+    __slots__ = ("counters", "taken")
+
+    def __init__(self, taken: set[str] | frozenset[str]) -> None:
+        self.taken = set(taken)
+        self.counters: dict[str, int] = {}
+
+    def fresh(self, wanted: str, fallback: str = "v") -> str:
+        base = _identifier(wanted, fallback)
+        taken = self.taken
+        if base not in taken and base not in _RESERVED:
+            taken.add(base)
+            return base
+        if base in _RESERVED and base + "_" not in taken:
+            taken.add(base + "_")
+            return base + "_"
+        counter = self.counters.get(base, 0)
+        while True:
+            counter += 1
+            candidate = f"{base}_{counter}"
+            if candidate not in taken:
+                break
+        self.counters[base] = counter
+        taken.add(candidate)
+        return candidate
+
+
+@dataclass
+class _Module:
+    """What the generated module needs at top level, collected while writing bodies."""
+
+    globals: _Names
+    opset_aliases: dict[tuple[str, int], str] = field(default_factory=dict)
+    type_names: set[str] = field(default_factory=set)
+    uses_np: bool = False
+    uses_ml_dtypes: bool = False
+    uses_graph: bool = False
+    uses_sparse_tensor: bool = False
+    weight_lines: list[str] = field(default_factory=list)
+    large_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    initializer_names: dict[int, str] = field(default_factory=dict)  # id(Value) -> global name
+    function_names: dict[int, str] = field(default_factory=dict)  # id(ir.Function) -> python name
+    sparse_names: dict[str, str] = field(default_factory=dict)  # sparse initializer -> global name
+    weights_file: str | None = None
+    inline_limit: int = INLINE_LIMIT
+
+
+def model_to_python(
+    model: ir.Model | ir.Function | ir.Graph,
+    weights_path: str | os.PathLike[str] | None = None,
+    *,
+    source_path: str | os.PathLike[str] | None = None,
+    inline_limit: int = INLINE_LIMIT,
+    initializer_inputs: str = "keep",
+) -> str:
+    """Python source that, compiled with ``@script``, rebuilds ``model``.
+
+    Tensors with more than ``inline_limit`` elements go to ``weights_path`` (an ``.npz``
+    written now; its path is recorded relative to ``source_path``'s folder, by default
+    the weights file's own folder); without ``weights_path`` every tensor is inline.
+    ``initializer_inputs="drop"`` writes initializers that are also graph inputs as
+    plain initializers (the IR >= 4 reading) instead of parameters with defaults.
+
+    >>> from converter.from_onnx import load_model
+    >>> print(model_to_python(load_model("model.onnx"), "model.npz"))   # doctest: +SKIP
+    """
+    if initializer_inputs not in ("keep", "drop"):
+        raise ConversionError(f"initializer_inputs is 'keep' or 'drop', not {initializer_inputs!r}")
+    # Writing allocates many objects and frees few: pausing the cyclic GC keeps the cost
+    # per node flat as models grow (see converter.from_onnx.gc_paused for the why).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _model_to_python(model, weights_path, source_path, inline_limit, initializer_inputs)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _model_to_python(
+    model: ir.Model | ir.Function | ir.Graph,
+    weights_path: str | os.PathLike[str] | None,
+    source_path: str | os.PathLike[str] | None,
+    inline_limit: int,
+    initializer_inputs: str,
+) -> str:
+    if isinstance(model, ir.Graph):
+        model = ir.Model(graph=model)
+    if isinstance(model, ir.Function):
+        functions = [*model.callees(), model]
+        main: ir.Graph | None = None
+        opset_imports = dict(model.opset_imports)
+        doc = model.doc_string
+    else:
+        functions = _callee_order(model.functions)
+        main = model.graph
+        opset_imports = dict(model.opset_imports)
+        doc = model.doc_string
+    module = _Module(_Names(_RESERVED), inline_limit=inline_limit)
+    if weights_path is not None:
+        folder = os.path.dirname(os.path.abspath(os.fspath(source_path))) if source_path is not None else None
+        absolute = os.path.abspath(os.fspath(weights_path))
+        module.weights_file = os.path.relpath(absolute, folder) if folder else os.path.basename(absolute)
+    for function in functions:
+        module.function_names[id(function)] = module.globals.fresh(function.name, "function")
+    main_name = module.globals.fresh(main.name or "main_graph", "graph") if main is not None else ""
+    if main is not None:
+        _declare_initializers(main, module, initializer_inputs == "keep")
+
+    blocks: list[str] = []
+    for function in functions:
+        blocks.append(_write_function(function, module, opset_imports))
+    if main is not None:
+        blocks.append(_write_main(main, main_name, module, opset_imports, initializer_inputs == "keep"))
+
+    header = _header(module, doc, model if isinstance(model, ir.Model) else None)
+    if module.large_arrays and weights_path is not None:
+        save_weights(weights_path, module.large_arrays)
+    return header + "\n\n\n".join(blocks) + "\n"
+
+
+def save_weights(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to the ``.npz`` that ``dsl.frontend.weights.load_weights`` reads.
+
+    ml_dtypes arrays (bfloat16, float8, 4-bit) have no ``.npy`` encoding: they are stored
+    as unsigned integers of the same item size, and their dtype names are recorded as
+    JSON under ``__dtypes__``.
+    """
+    stored: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
+    for key, array in arrays.items():
+        if array.dtype.kind == "V":
+            dtypes[key] = array.dtype.name
+            stored[key] = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+        else:
+            stored[key] = array
+    stored["__dtypes__"] = np.array(json.dumps(dtypes))
+    np.savez(path, **stored)
+
+
+def function_to_python(function: ir.Function) -> str:
+    """Python source of one IR function (and the model-local functions it calls)."""
+    return model_to_python(function)
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
+    lines: list[str] = []
+    if doc:
+        lines += [_docstring(doc, ""), ""]
+    elif model is not None and model.producer_name:
+        producer = f"{model.producer_name} {model.producer_version}".strip()
+        lines += [f'"""Model produced by {producer}."""'.replace('\\', '\\\\'), ""]
+    if module.uses_np or module.weight_lines:
+        lines.append("import numpy as np")
+    if module.uses_ml_dtypes:
+        lines.append("import ml_dtypes")
+    if module.uses_np or module.weight_lines or module.uses_ml_dtypes:
+        lines.append("")
+    names = set(module.type_names) | {"script"}
+    if module.uses_graph:
+        names.add("graph")
+    if any(domain != "" for domain, _ in module.opset_aliases):
+        names.add("Opset")
+    lines.append(f"from dsl import {', '.join(sorted(names))}")
+    for (domain, version), alias in sorted(module.opset_aliases.items()):
+        if domain == "":
+            lines.append(f"from dsl import opset{version} as {alias}")
+    weight_helpers: set[str] = set()
+    if any(" = initializer(" in line for line in module.weight_lines):
+        weight_helpers.add("initializer")
+    if any(" = sparse_initializer(" in line for line in module.weight_lines):
+        weight_helpers.add("sparse_initializer")
+    if module.large_arrays and module.weights_file:
+        weight_helpers.add("load_weights")
+    if module.uses_sparse_tensor:
+        weight_helpers.add("sparse_tensor")
+    if weight_helpers:
+        lines.append(f"from dsl.frontend.weights import {', '.join(sorted(weight_helpers))}")
+    custom = [(alias, domain, version) for (domain, version), alias in sorted(module.opset_aliases.items()) if domain]
+    if custom or module.weight_lines:
+        lines.append("")
+    for alias, domain, version in custom:
+        lines.append(f"{alias} = Opset({domain!r}, {version})")
+    if module.large_arrays and module.weights_file:
+        lines.append(f"weights = load_weights(__file__, {module.weights_file!r})")
+    lines.extend(module.weight_lines)
+    return "\n".join(lines) + "\n\n\n"
+
+
+def _docstring(text: str, indent: str) -> str:
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"').strip()
+    return f'{indent}"""{text}\n{indent}"""' if "\n" in text else f'{indent}"""{text}"""'
+
+
+# ------------------------------------------------------------------------ functions
+
+
+def _callee_order(functions: list[ir.Function]) -> list[ir.Function]:
+    order: list[ir.Function] = []
+    seen: set[int] = set()
+    for function in functions:
+        for callee in function.callees():
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                order.append(callee)
+        if id(function) not in seen:
+            seen.add(id(function))
+            order.append(function)
+    return order
+
+
+def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -> None:
+    """Module-level declarations of the initializers of ``graph`` and of its subgraphs."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        local = ", local=True" if current is not graph else ""
+        for value in current.initializers:
+            if id(value) in module.initializer_names:
+                continue
+            name = module.globals.fresh(value.name, "weight")
+            module.initializer_names[id(value)] = name
+            assert value.initializer is not None
+            array_text = _array_text(value.initializer.array, module, name)
+            sparse = current.sparse_initializers.get(value.name)
+            if sparse is not None:
+                module.weight_lines.append(
+                    f"{name} = sparse_initializer({_array_text(sparse.values.array, module, name + '_values')}, "
+                    f"{_array_text(sparse.indices.array, module, name + '_indices')}, {list(sparse.dims)!r}, "
+                    f"name={value.name!r}{local})"
+                )
+            else:
+                module.weight_lines.append(f"{name} = initializer({array_text}, name={value.name!r}{local})")
+        for name, sparse in current.sparse_initializers.items():
+            if any(v.name == name for v in current.initializers):
+                continue
+            py_name = module.globals.fresh(name, "weight")
+            module.weight_lines.append(
+                f"{py_name} = sparse_initializer({_array_text(sparse.values.array, module, py_name + '_values')}, "
+                f"{_array_text(sparse.indices.array, module, py_name + '_indices')}, {list(sparse.dims)!r}, "
+                f"name={name!r}{local})"
+            )
+            module.sparse_names[name] = py_name
+        for node in current.nodes:
+            for attr in node.attributes.values():
+                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                    stack.append(attr.value)
+                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                    stack.extend(attr.value)
+
+
+class _Writer:
+    """Writes the body of one top-level function (and its nested @graph functions)."""
+
+    def __init__(self, module: _Module, opset_imports: dict[str, int], main_version: int | None) -> None:
+        self.module = module
+        self.names = _Names(module.globals.taken)
+        self.value_names: dict[int, str] = dict(module.initializer_names)
+        self.attr_param_names: dict[str, str] = {}
+        self.graph_names: dict[int, str] = {}
+        self.opset_imports = opset_imports
+        self.main_version = main_version
+        self.lines: list[str] = []
+
+    def name_of(self, value: ir.Value) -> str:
+        name = self.value_names.get(id(value))
+        if name is None:
+            if value.producer is None and value.initializer is None and value.name in self.module.sparse_names:
+                name = self.module.sparse_names[value.name]
+            else:
+                name = self.names.fresh(value.name)
+            self.value_names[id(value)] = name
+        return name
+
+    def new_global(self, wanted: str, fallback: str) -> str:
+        """A module-level name that no local of this function (so far or later) uses."""
+        name = self.names.fresh(wanted, fallback)
+        self.module.globals.taken.add(name)
+        return name
+
+    def define(self, value: ir.Value) -> str:
+        if not value.name:
+            return "_"
+        return self.name_of(value)
+
+    def opset(self, domain: str) -> str:
+        version = self.opset_imports.get(domain)
+        if version is None:
+            version = 1
+        key = (domain, version)
+        alias = self.module.opset_aliases.get(key)
+        if alias is None:
+            if domain == "":
+                wanted = "op" if version == self.main_version else f"op{version}"
+                alias = wanted if wanted == "op" else self.new_global(wanted, "op")
+            else:
+                alias = self.new_global(domain.replace(".", "_"), "domain")
+            self.module.opset_aliases[key] = alias
+        return alias
+
+    # ------------------------------------------------------------------ statements
+
+    def graph_body(self, graph: ir.Graph, indent: str) -> None:
+        lines = self.lines
+        for node in graph.nodes:
+            self.node(node, indent)
+        returned = ", ".join(self.name_of(v) for v in graph.outputs)
+        lines.append(f"{indent}return {returned}")
+
+    def node(self, node: ir.Node, indent: str) -> None:
+        attrs = node.attributes
+        if node.op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
+            return
+        for attr in attrs.values():
+            if attr.kind in (ir.AttrKind.GRAPH, ir.AttrKind.GRAPHS) and attr.ref_attr_name is None:
+                self.subgraphs(attr, indent)
+        outputs = node.outputs
+        while outputs and not outputs[-1].name:
+            outputs = outputs[:-1]
+        if not outputs:
+            raise ConversionError(f"node {node.op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
+        targets = ", ".join([self.define(v) for v in outputs])
+        inputs = node.inputs
+        if not attrs and node.callee is None and node.domain == "" and None not in inputs:
+            symbol = _BINARY.get(node.op_type)
+            if symbol is not None and len(inputs) == 2 and len(outputs) == 1:
+                left = self.name_of(inputs[0])  # type: ignore[arg-type]
+                right = self.name_of(inputs[1])  # type: ignore[arg-type]
+                self.lines.append(f"{indent}{targets} = {left} {symbol} {right}")
+                return
+            symbol = _UNARY.get(node.op_type)
+            if symbol is not None and len(inputs) == 1 and len(outputs) == 1:
+                self.lines.append(f"{indent}{targets} = {symbol}{self.name_of(inputs[0])}")  # type: ignore[arg-type]
+                return
+        if node.callee is not None:
+            callee_name = self.module.function_names.get(id(node.callee))
+            if callee_name is None:
+                raise ConversionError(f"node {node.op_type} calls a function that is not part of the model")
+            callable_text = callee_name
+        else:
+            if not node.op_type.isidentifier():
+                raise ConversionError(
+                    f"op type {node.op_type!r} is not a Python identifier, so it cannot be written as op.{node.op_type}"
+                )
+            callable_text = f"{self.opset(node.domain)}.{node.op_type}"
+        arguments = ["None" if v is None else self.name_of(v) for v in inputs]
+        for attr in attrs.values():
+            if not attr.name.isidentifier() or keyword.iskeyword(attr.name):
+                raise ConversionError(f"attribute name {attr.name!r} of {node.op_type} is not a Python identifier")
+            arguments.append(f"{attr.name}={self.attribute(attr, node.op_type, node.domain)}")
+        self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")
+
+    def structured_if(self, node: ir.Node, indent: str) -> bool:
+        """Write ``node`` as ``if cond: ... else: ...`` when that compiles back to the same If.
+
+        The compiler makes an If output of each name assigned in both branches, in the
+        order the then-branch first assigns them; so every branch output must be computed
+        in its branch (not an outer value, not twice the same value), and the condition
+        must be known to be BOOL (else the compiler casts it).  Otherwise: False, and the
+        caller writes ``op.If`` with ``@graph()`` branches.
+        """
+        then_attr, else_attr = node.attributes.get("then_branch"), node.attributes.get("else_branch")
+        if len(node.attributes) != 2 or then_attr is None or else_attr is None:
+            return False
+        if then_attr.ref_attr_name is not None or else_attr.ref_attr_name is not None:
+            return False
+        condition = node.inputs[0] if len(node.inputs) == 1 else None
+        if condition is None or not node.outputs or any(not v.name for v in node.outputs):
+            return False
+        if not _is_bool(condition):
+            return False
+        branches: list[ir.Graph] = [then_attr.value, else_attr.value]
+        for branch in branches:
+            if branch.inputs or len(branch.outputs) != len(node.outputs) or not _outputs_computed_here(branch):
+                return False
+        names = [self.define(v) for v in node.outputs]
+        then_branch, else_branch = branches
+        # Branch outputs take the If outputs' names; the then-branch must assign them in order.
+        positions = {id(v): (i, j) for i, n in enumerate(then_branch.nodes) for j, v in enumerate(n.outputs)}
+        order = [positions[id(v)] for v in then_branch.outputs]
+        aliases = order != sorted(order) or len(set(order)) != len(order)
+        for value, name in zip(else_branch.outputs, names):
+            self.value_names[id(value)] = name
+        if not aliases:
+            for value, name in zip(then_branch.outputs, names):
+                self.value_names[id(value)] = name
+        inner = indent + "    "
+        self.lines.append(f"{indent}if {self.name_of(condition)}:")
+        for inner_node in then_branch.nodes:
+            self.node(inner_node, inner)
+        if aliases:
+            for value, name in zip(then_branch.outputs, names):
+                self.lines.append(f"{inner}{name} = {self.name_of(value)}")
+        self.lines.append(f"{indent}else:")
+        for inner_node in else_branch.nodes:
+            self.node(inner_node, inner)
+        return True
+
+    def subgraphs(self, attr: ir.Attr, indent: str) -> None:
+        graphs = [attr.value] if attr.kind == ir.AttrKind.GRAPH else list(attr.value)
+        names = []
+        for sub in graphs:
+            name = self.names.fresh(sub.name or attr.name, "body")
+            names.append(name)
+            self.module.uses_graph = True
+            self.lines.append(f"{indent}@graph()")
+            params = ", ".join(self.parameter(v) for v in sub.inputs)
+            returns = _return_annotation(sub.outputs, self.module)
+            self.lines.append(f"{indent}def {name}({params}){returns}:")
+            self.graph_body(sub, indent + "    ")
+        # Remember the Python names, in order, for the attribute text.
+        self.graph_names[id(attr)] = names[0] if attr.kind == ir.AttrKind.GRAPH else "[" + ", ".join(names) + "]"
+
+    def parameter(self, value: ir.Value, default: str | None = None) -> str:
+        annotation = _type_text(value.type, self.module)
+        text = self.name_of(value) + (f": {annotation}" if annotation else "")
+        if default is not None:
+            text += f" = {default}" if annotation else f"={default}"
+        return text
+
+    # ------------------------------------------------------------------ attributes
+
+    def attribute(self, attr: ir.Attr, op_type: str = "", domain: str = "") -> str:
+        """The Python literal of an attribute value (``op_type`` decides ``to=FLOAT`` spellings)."""
+        if attr.ref_attr_name is not None:
+            name = self.attr_param_names.get(attr.ref_attr_name)
+            if name is None:
+                raise ConversionError(f"attribute {attr.name} refers to {attr.ref_attr_name!r}, which is not a parameter")
+            return name
+        K = ir.AttrKind
+        value = attr.value
+        kind = attr.kind
+        if kind == K.INT:
+            if (op_type, attr.name) in _ELEMENT_TYPE_ATTRIBUTES and domain == "" and value in _ENUM_NAMES:
+                self.module.type_names.add(_ENUM_NAMES[value])
+                return _ENUM_NAMES[value]
+            return repr(value)
+        if kind == K.FLOAT:
+            return _float_text(value, np.float32)
+        if kind == K.STRING:
+            return repr(value)
+        if kind == K.INTS:
+            return repr(list(value))
+        if kind == K.FLOATS:
+            return "[" + ", ".join(_float_text(v, np.float32) for v in value) + "]"
+        if kind == K.STRINGS:
+            return repr(list(value))
+        if kind == K.TENSOR:
+            return self.tensor(value)
+        if kind == K.TENSORS:
+            return "[" + ", ".join(self.tensor(t) for t in value) + "]"
+        if kind in (K.GRAPH, K.GRAPHS):
+            return self.graph_names[id(attr)]
+        if kind == K.SPARSE_TENSOR:
+            return self.sparse(value)
+        if kind == K.SPARSE_TENSORS:
+            return "[" + ", ".join(self.sparse(s) for s in value) + "]"
+        if kind == K.TYPE_PROTO:
+            return self.type_attr(value)
+        if kind == K.TYPE_PROTOS:
+            return "[" + ", ".join(self.type_attr(t) for t in value) + "]"
+        raise ConversionError(f"attribute {attr.name} of {op_type} has kind {kind.name}, which has no Python spelling")
+
+    def type_attr(self, ir_type: Any) -> str:
+        text = _type_text(ir_type, self.module)
+        if not text:
+            raise ConversionError(f"type {ir_type!r} has no Python spelling")
+        return text
+
+    def tensor(self, tensor: ir.Tensor) -> str:
+        array = tensor.array
+        if array.size > self.module.inline_limit and self.module.weights_file and array.dtype != object:
+            name = self.new_global(tensor.name or "constant", "constant")
+            self.module.large_arrays[name] = array
+            self.module.weight_lines.append(f"{name} = weights[{name!r}]")
+            return name
+        return _array_text(array, self.module, "")
+
+    def sparse(self, sparse: ir.SparseTensor) -> str:
+        self.module.uses_sparse_tensor = True
+        return (f"sparse_tensor({self.tensor(sparse.values)}, {self.tensor(sparse.indices)}, "
+                f"{list(sparse.dims)!r})")
+
+
+_ENUM_NAMES = {t.enum: name for name, t in types.ELEMENT_TYPES.items()}
+# Ops whose output the compiler knows to be BOOL (so ``if x:`` needs no Cast).
+_BOOL_OPS = {"Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Not",
+             "IsNaN", "IsInf"}
+
+
+def _is_bool(value: ir.Value) -> bool:
+    if isinstance(value.type, ir.TensorType) and value.type.elem_type == types.BOOL.enum:
+        return True
+    producer = value.producer
+    return producer is not None and producer.domain == "" and producer.op_type in _BOOL_OPS
+
+
+def _outputs_computed_here(branch: ir.Graph) -> bool:
+    """Each output of ``branch`` computed by one of its nodes, no value twice, no ``_`` target."""
+    produced: set[int] = set()
+    for node in branch.nodes:
+        present = len(node.outputs)
+        while present and not node.outputs[present - 1].name:
+            present -= 1
+        if any(not v.name for v in node.outputs[:present]):
+            return False  # an omitted middle output is written ``_``, which both branches would assign
+        produced.update(id(v) for v in node.outputs)
+    ids = [id(v) for v in branch.outputs]
+    return len(set(ids)) == len(ids) and all(i in produced for i in ids)
+
+
+def _write_function(function: ir.Function, module: _Module, model_imports: dict[str, int]) -> str:
+    imports = dict(function.opset_imports) or dict(model_imports)
+    main_version = model_imports.get("", imports.get(""))
+    writer = _Writer(module, imports, main_version)
+    python_name = module.function_names[id(function)]
+    params = [writer.parameter(v) for v in function.inputs]
+    plain: list[str] = []
+    with_default: list[str] = []
+    for param in function.attr_params:
+        name = writer.names.fresh(param.name, "attr")
+        writer.attr_param_names[param.name] = name
+        if param.kind == ir.AttrKind.UNDEFINED:
+            annotation = "int"  # never referenced, no default: the proto records only the name
+        elif param.kind in _ATTR_ANNOTATIONS:
+            annotation = _ATTR_ANNOTATIONS[param.kind]
+        else:
+            raise ConversionError(
+                f"attribute parameter {param.name!r} of function {function.name} is {param.kind.name}; "
+                "@script attribute parameters are int, float, str or lists of them",
+                hint="inline the function into its callers before converting",
+            )
+        if param.default is not None:
+            with_default.append(f"{name}: {annotation} = {writer.attribute(param.default)}")
+        else:
+            plain.append(f"{name}: {annotation}")
+    body_indent = "    "
+    writer.graph_body(function.graph, body_indent)
+    op_alias = writer.opset("") if "" in imports else None
+    decorator_args = []
+    if op_alias is not None:
+        decorator_args.append(op_alias)
+    decorator_args.append(f"domain={function.domain!r}")
+    if python_name != function.name:
+        decorator_args.append(f"name={function.name!r}")
+    header = [f"@script({', '.join(decorator_args)})", f"def {python_name}({', '.join(params + plain + with_default)}):"]
+    if function.doc_string:
+        header.append(_docstring(function.doc_string, body_indent))
+    return "\n".join(header + writer.lines)
+
+
+def _write_main(
+    graph: ir.Graph, python_name: str, module: _Module, opset_imports: dict[str, int], keep_inputs: bool
+) -> str:
+    writer = _Writer(module, opset_imports, opset_imports.get(""))
+    initializer_ids = {id(v) for v in graph.initializers}
+    params: list[str] = []
+    defaults_started = False
+    for value in graph.inputs:
+        if id(value) in initializer_ids:
+            if not keep_inputs:
+                continue  # written as a plain initializer: the body reads the module-level name
+            defaults_started = True
+            # ``w: FLOAT[3] = w``: the default is the module-level Initializer of that name.
+            global_name = module.initializer_names[id(value)]
+            params.append(writer.parameter(value, global_name))
+        else:
+            if defaults_started and "*" not in params:
+                # A plain input after an overridable weight: keyword-only keeps the order.
+                params.append("*")
+            writer.value_names.pop(id(value), None)
+            params.append(writer.parameter(value))
+    writer.graph_body(graph, "    ")
+    returns = _return_annotation(graph.outputs, module)
+    version = opset_imports.get("")
+    decorator = f"@script({writer.opset('')})" if version is not None else "@script()"
+    header = [decorator, f"def {python_name}({', '.join(params)}){returns}:"]
+    if graph.doc_string:
+        header.append(_docstring(graph.doc_string, "    "))
+    return "\n".join(header + writer.lines)
+
+
+def _return_annotation(outputs: list[ir.Value], module: _Module) -> str:
+    texts = [_type_text(v.type, module) for v in outputs]
+    if not texts or not all(texts):
+        return ""
+    if len(texts) == 1:
+        return f" -> {texts[0]}"
+    return f" -> tuple[{', '.join(texts)}]"
+
+
+# ---------------------------------------------------------------------- literals
+
+
+def _type_text(ir_type: Any, module: _Module) -> str:
+    if isinstance(ir_type, ir.TensorType):
+        name = _ENUM_NAMES.get(ir_type.elem_type)
+        if name is None:
+            return ""
+        module.type_names.add(name)
+        if ir_type.shape is None:
+            return f"{name}[...]"
+        if not ir_type.shape:
+            return name
+        return f"{name}[{', '.join('None' if d is None else repr(d) for d in ir_type.shape)}]"
+    if isinstance(ir_type, (ir.SequenceType, ir.OptionalType)):
+        inner = _type_text(ir_type.elem, module)
+        if not inner:
+            return ""
+        wrapper = "Sequence" if isinstance(ir_type, ir.SequenceType) else "Optional"
+        module.type_names.add(wrapper)
+        return f"{wrapper}[{inner}]"
+    return ""
+
+
+def _float_text(value: float, dtype: Any) -> str:
+    if math.isnan(value):
+        return "float('nan')"
+    if math.isinf(value):
+        return "float('inf')" if value > 0 else "-float('inf')"
+    return str(dtype(value)) if dtype is not float else repr(value)
+
+
+_NUMPY_NAMES = {
+    "float32": "np.float32", "float64": "np.float64", "float16": "np.float16", "int8": "np.int8",
+    "int16": "np.int16", "int32": "np.int32", "int64": "np.int64", "uint8": "np.uint8",
+    "uint16": "np.uint16", "uint32": "np.uint32", "uint64": "np.uint64", "bool": "np.bool_",
+    "complex64": "np.complex64", "complex128": "np.complex128", "object": "object",
+}
+
+_NUMPY_BY_DTYPE = {np.dtype(name): text for name, text in _NUMPY_NAMES.items()}
+
+
+def _array_text(array: np.ndarray, module: _Module, name: str) -> str:
+    """``np.array([...], dtype=...)``, or the name of an array kept in the weights file."""
+    if name and array.size > module.inline_limit and module.weights_file and array.dtype != object:
+        module.large_arrays[name] = array
+        return f"weights[{name!r}]"
+    module.uses_np = True
+    dtype = array.dtype
+    dtype_text = _NUMPY_BY_DTYPE.get(dtype)
+    if dtype_text is None:
+        module.uses_ml_dtypes = True
+        dtype_text = f"ml_dtypes.{dtype.name}"
+    if dtype.kind == "V":  # ml_dtypes: write the values through float32 (exact for these types)
+        as_float = array.astype(np.float32)
+        items = [_float_text(float(v), np.float32) for v in as_float.reshape(-1)]
+        if dtype.name.startswith(("int", "uint")):
+            items = [str(int(v)) for v in as_float.reshape(-1)]
+    elif dtype.kind == "f":
+        scalar = dtype.type
+        items = [_float_text(float(v), scalar) for v in array.reshape(-1).tolist()]
+    elif dtype.kind == "c":
+        items = [_complex_text(complex(v)) for v in array.reshape(-1).tolist()]
+    else:
+        items = [repr(v) for v in array.reshape(-1).tolist()]
+    if array.ndim == 0:
+        return f"np.array({items[0]}, dtype={dtype_text})"
+    body = "[" + ", ".join(items) + "]"
+    if array.ndim == 1:
+        return f"np.array({body}, dtype={dtype_text})"
+    if array.size == 0:
+        return f"np.zeros({tuple(int(d) for d in array.shape)!r}, dtype={dtype_text})"
+    return f"np.array({body}, dtype={dtype_text}).reshape({tuple(int(d) for d in array.shape)!r})"
+
+
+def _complex_text(value: complex) -> str:
+    return f"complex({_float_text(value.real, float)}, {_float_text(value.imag, float)})"

@@ -1,0 +1,258 @@
+"""Calls: ``op.X(...)`` becomes a node, ``other_script(...)`` a call of a model-local
+function, and a plain Python callable on constants is evaluated at compile time.
+
+Positional arguments are inputs and keyword arguments attributes, as in onnxscript.  A
+literal input adopts the element type of another input sharing its schema type
+parameter (``op.Clip(x, 0.0, 6.0)`` with FLOAT16 ``x`` makes FLOAT16 bounds).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from dsl import ir
+from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, UnsupportedSyntaxError
+from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
+from dsl.frontend.builder import check_call
+from dsl.frontend.expressions import register_expression
+from dsl.opsets import Op, python_to_attr
+from dsl.script import GraphFunction, ScriptFunction
+
+__all__ = ["CallCompiler"]
+
+_FORMAL_TYPES: dict[Op, list[str]] = {}
+
+
+def _formal_types(op: Op, count: int) -> list[str | None]:
+    """The schema type parameter of each of ``count`` actual inputs (variadic repeats)."""
+    formals = _FORMAL_TYPES.get(op)
+    if formals is None:
+        formals = _FORMAL_TYPES[op] = [] if op.schema is None else [p.type_str for p in op.schema.inputs]
+    if not formals:
+        return [None] * count
+    if len(formals) >= count:
+        return list(formals[:count])
+    return list(formals) + [formals[-1]] * (count - len(formals))
+
+
+class CallCompiler:
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for call expressions."""
+
+    def expr_call(self, node: ast.Call, output_count: int | None = None) -> Any:
+        callee = self.expr(node.func)
+        for argument in node.args:
+            if isinstance(argument, ast.Starred):
+                raise UnsupportedSyntaxError("*args in a call is not supported in @script", self.loc(argument),
+                                             hint="pass each input explicitly")
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise UnsupportedSyntaxError("**kwargs in a call is not supported in @script",
+                                             self.loc(keyword), hint="pass each attribute by name")
+        if isinstance(callee, PyValue):
+            target = callee.value
+            if isinstance(target, Op):
+                return self.call_op(target, node, output_count)
+            if isinstance(target, ScriptFunction):
+                return self.call_script(target, node, output_count)
+            if isinstance(target, GraphFunction):
+                raise DslTypeError(f"the @graph function {target.name!r} cannot be called",
+                                   self.loc(node), hint="pass it as a graph attribute: body=..., then_branch=...")
+            if target is range:
+                raise UnsupportedSyntaxError("range() is only supported as the iterable of a for loop",
+                                             self.loc(node), hint="write: for i in range(n): ...")
+            if callable(target):
+                return self.call_python(target, node)
+        if isinstance(callee, GraphDef):
+            raise DslTypeError(f"the @graph function {callee.tree.name!r} cannot be called", self.loc(node),
+                               hint="pass it as a graph attribute: body=..., then_branch=...")
+        raise DslTypeError("this value is not callable", self.loc(node.func),
+                           hint="call ops as op.Name(...) or other @script functions")
+
+    # -------------------------------------------------------------- op calls
+    def call_op(self, op: Op, node: ast.Call, output_count: int | None) -> Any:
+        location = self.loc(node)
+        try:
+            check_call(op, len(node.args), [k.arg for k in node.keywords], location)
+        except OpAttributeError as err:  # point at the keyword that is wrong, when one is
+            wrong = next((k for k in node.keywords if k.arg and repr(k.arg) in err.message), None)
+            if wrong is not None:
+                err.location = self.loc(wrong)
+            raise
+        operands = [self.expr(argument) for argument in node.args]
+        attributes: dict[str, ir.Attr] = {}
+        for keyword in node.keywords:
+            attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)  # type: ignore[index]
+        inputs = self.op_inputs(op, operands, node.args)
+        if output_count is not None:
+            op.check_outputs(output_count, location)
+        outputs = self.builder.call_op(op, inputs, attributes, location, output_count)
+        if output_count is None and len(outputs) == 1:
+            return outputs[0]
+        return ValueTuple(tuple(outputs))
+
+    def attribute(self, op: Op, name: str, node: ast.expr) -> ir.Attr:
+        """The attribute ``name=<node>`` of a call; it must be known when compiling."""
+        location = self.loc(node)
+        operand = self.expr(node)
+        if isinstance(operand, ir.Value):
+            raise DslTypeError(
+                f"attribute {name} of {op.name} must be known when compiling, but this is a tensor",
+                location,
+                hint="pass tensors positionally as inputs; attributes take Python constants or the "
+                "function's attribute parameters",
+            )
+        if isinstance(operand, AttrRef):
+            param = operand.param
+            reference = ir.Attr(name, param.kind, None, ref_attr_name=param.name, location=location)
+            return op.make_attr(name, reference, location)
+        if isinstance(operand, GraphDef):
+            return op.make_attr(name, self.compile_graph_def(operand, location), location)
+        if isinstance(operand, ValueTuple):
+            raise DslTypeError(f"attribute {name} of {op.name} cannot hold several values", location)
+        value = operand.value
+        if isinstance(value, GraphFunction):
+            return op.make_attr(name, self.compile_graph_function(value, location), location)
+        try:
+            return op.make_attr(name, value, location)
+        except DslError as err:
+            raise err.with_location(location) from None
+
+    def op_inputs(self, op: Op, operands: list[Any], nodes: list[ast.expr]) -> list[ir.Value | None]:
+        formals = _formal_types(op, len(operands))
+        partners: dict[str, ir.Value] = {}
+        for formal, operand in zip(formals, operands):
+            if formal is not None and isinstance(operand, ir.Value) and formal not in partners:
+                partners[formal] = operand
+        inputs: list[ir.Value | None] = []
+        for formal, operand, node in zip(formals, operands, nodes):
+            if isinstance(operand, PyValue) and operand.value is None:
+                inputs.append(None)
+                continue
+            partner = partners.get(formal) if formal is not None else None
+            inputs.append(self.as_value(operand, node, beside=partner))
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        return inputs
+
+    # ---------------------------------------------------------- script calls
+    def call_script(self, target: Any, node: ast.Call, output_count: int | None) -> Any:
+        location = self.loc(node)
+        from dsl.frontend.compiler import is_compiling
+
+        if is_compiling(target):
+            raise DslTypeError(
+                f"{target.name} calls itself (directly or through other functions)",
+                location,
+                hint="ONNX functions cannot be recursive; write the repetition as a loop",
+            )
+        callee: ir.Function = self.callee_function(target, location)
+        code = target.python_function.__code__
+        order = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+        params = {p.name: p for p in callee.attr_params}
+        given: dict[str, ast.expr] = {}
+        if len(node.args) > len(order):
+            raise OpCallError(f"{target.name} takes {len(order)} arguments, got {len(node.args)}", location,
+                              hint=f"its parameters are ({', '.join(order)})")
+        for name, argument in zip(order, node.args):
+            given[name] = argument
+        for keyword in node.keywords:
+            name = keyword.arg or ""
+            if name not in order:
+                raise OpAttributeError(f"{target.name} has no parameter {name!r}", self.loc(keyword),
+                                       hint=f"its parameters are ({', '.join(order)})")
+            if name in given:
+                raise OpCallError(f"{target.name} got {name!r} twice", self.loc(keyword))
+            given[name] = keyword.value
+        inputs: list[ir.Value | None] = []
+        for formal in callee.inputs:
+            argument = given.get(formal.name)
+            if argument is None:
+                raise OpCallError(f"{target.name} is missing input {formal.name!r}", location,
+                                  hint=f"its inputs are ({', '.join(v.name for v in callee.inputs)})")
+            operand = self.expr(argument)
+            if isinstance(operand, PyValue) and operand.value is None:
+                inputs.append(None)
+                continue
+            elem = formal.type.elem_type if isinstance(formal.type, ir.TensorType) else None
+            inputs.append(self.as_value(operand, argument, elem=elem))
+        attributes: dict[str, ir.Attr] = {}
+        for name, param in params.items():
+            argument = given.get(name)
+            if argument is None:
+                if param.default is None:
+                    raise OpAttributeError(f"{target.name} requires attribute {name!r}", location,
+                                           hint=f"pass {name}=... (it has no default)")
+                default = param.default
+                attributes[name] = ir.Attr(name, default.kind, default.value, location=location)
+                continue
+            attributes[name] = self.script_attribute(target.name, param, argument)
+        count = len(callee.outputs)
+        if output_count is not None and output_count != count:
+            raise OpCallError(f"{target.name} returns {count} value(s), but {output_count} are bound", location,
+                              hint="bind as many names as the function returns")
+        elems = [o.type.elem_type if isinstance(o.type, ir.TensorType) else None for o in callee.outputs]
+        self.ctx.use_opset(callee.domain, 1, location)
+        for domain, version in callee.opset_imports.items():
+            if domain != "":
+                self.callee_imports.setdefault(domain, version)
+        outputs = self.builder.add_node(callee.name, callee.domain, inputs, attributes, count, location, elems,
+                                        callee=callee)
+        if target.inline and callee not in self.inline_callees:
+            self.inline_callees.append(callee)
+        if output_count is None and count == 1:
+            return outputs[0]
+        return ValueTuple(tuple(outputs))
+
+    def callee_function(self, target: Any, location: Any) -> ir.Function:
+        """The callee's IR; an inline callee compiled against another ai.onnx version is
+        compiled again against the caller's, so its body can be inlined."""
+        callee: ir.Function = target.function
+        version = self.ctx.default_opset.version
+        if target.inline and callee.opset_imports.get("", version) != version and target.opset is None:
+            again = ScriptFunction(target.python_function, opset=self.ctx.default_opset, domain=target.domain,
+                                   name=target.name, inline=True)
+            callee = again.function
+        return callee
+
+    def script_attribute(self, function_name: str, param: ir.AttrParam, node: ast.expr) -> ir.Attr:
+        location = self.loc(node)
+        operand = self.expr(node)
+        if isinstance(operand, AttrRef):
+            if operand.param.kind != param.kind:
+                raise OpAttributeError(
+                    f"attribute {param.name} of {function_name} is {param.kind.name}, but "
+                    f"{operand.param.name!r} is {operand.param.kind.name}", location)
+            return ir.Attr(param.name, param.kind, None, ref_attr_name=operand.param.name, location=location)
+        if not isinstance(operand, PyValue):
+            raise DslTypeError(
+                f"attribute {param.name} of {function_name} must be known when compiling, but this is a tensor",
+                location, hint="pass a Python constant or an attribute parameter")
+        try:
+            return python_to_attr(param.name, operand.value, param.kind, location)
+        except DslError as err:
+            raise err.with_location(location) from None
+
+    # ---------------------------------------------------------- python calls
+    def call_python(self, target: Any, node: ast.Call) -> PyValue:
+        """A Python function on compile-time constants (``np.array(...)``, ``len(...)``)."""
+        arguments = [self.expr(a) for a in node.args]
+        keywords = {k.arg: self.expr(k.value) for k in node.keywords}
+        every = [*arguments, *keywords.values()]
+        if not all(isinstance(a, PyValue) for a in every):
+            name = getattr(target, "__name__", type(target).__name__)
+            raise DslTypeError(
+                f"the Python function {name} cannot be applied to tensors inside @script",
+                self.loc(node),
+                hint="use ONNX ops (op.X) on tensors; Python functions only run on compile-time constants",
+            )
+        try:
+            return PyValue(target(*[a.value for a in arguments], **{k: v.value for k, v in keywords.items()}))
+        except DslError as err:
+            raise err.with_location(self.loc(node)) from None
+        except Exception as err:
+            raise DslTypeError(f"calling {getattr(target, '__name__', target)!r} failed: "
+                               f"{type(err).__name__}: {err}", self.loc(node)) from None
+
+
+register_expression(ast.Call, CallCompiler.expr_call)

@@ -1,0 +1,398 @@
+"""The compiler of one scripted function: ties source, scopes, builders and visitors together.
+
+Each kind of Python construct is handled by a mixin in its own module (expressions,
+calls, statements, control flow, subgraphs), one ``visit``-style method per ``ast``
+node kind, each raising errors against the node it visits.  This class holds the
+state they share: the current graph builder, the current scope, and the namespace the
+function was defined in.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import threading
+from typing import Any
+
+from dsl import ir, types
+from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
+from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
+from dsl.frontend.builder import CompileContext, GraphBuilder
+from dsl.frontend.calls import CallCompiler
+from dsl.frontend.constants import literal_tensor
+from dsl.frontend.control_flow import ControlFlowCompiler
+from dsl.frontend.exits import ReturnExit
+from dsl.frontend.expressions import ExpressionCompiler
+from dsl.frontend.opset_choice import referenced_opsets
+from dsl.frontend.scope import Scope
+from dsl.frontend.signature import read_signature
+from dsl.frontend.source import FunctionSource, function_source
+from dsl.frontend.statements import StatementCompiler
+from dsl.frontend.subgraphs import SubgraphCompiler
+from dsl.frontend.weights import Initializer, attach_input_default, initializer_operand
+from dsl.opsets import get_opset
+
+__all__ = ["FunctionCompiler", "Origin"]
+
+_MISSING = object()
+_SCALARS = (bool, int, float, str)
+_COMPILING = threading.local()
+
+
+def is_compiling(script_function: Any) -> bool:
+    """Whether ``script_function`` is being compiled on this thread (a recursive call)."""
+    return any(f is script_function for f in getattr(_COMPILING, "stack", ()))
+
+
+class Origin:
+    """Where names not bound in the body come from: the closure, the globals, builtins."""
+
+    __slots__ = ("closure", "globals", "source")
+
+    def __init__(self, python_function: Any, source: FunctionSource) -> None:
+        self.source = source
+        self.globals: dict[str, Any] = getattr(python_function, "__globals__", {})
+        code = python_function.__code__
+        cells = python_function.__closure__ or ()
+        self.closure: dict[str, Any] = {}
+        for name, cell in zip(code.co_freevars, cells):
+            try:
+                self.closure[name] = cell.cell_contents
+            except ValueError:  # a closure variable not assigned yet
+                continue
+
+    def resolve(self, name: str) -> Any:
+        found = self.closure.get(name, _MISSING)
+        if found is _MISSING:
+            found = self.globals.get(name, _MISSING)
+        if found is _MISSING:
+            found = getattr(builtins, name, _MISSING)
+        return found
+
+    def evaluate(self, node: ast.expr) -> Any:
+        """Evaluate an annotation expression in the function's namespace."""
+        location = self.source.location(node)
+        try:
+            code = compile(ast.Expression(body=node), location.file, "eval")
+            return eval(code, self.globals, dict(self.closure))
+        except Exception as err:
+            raise DslTypeError(
+                f"cannot evaluate annotation: {type(err).__name__}: {err}",
+                location,
+                hint="annotations must name tensor types (FLOAT[...]) or int/float/str/bool/list[...]",
+            ) from None
+
+
+class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler):
+    """Compiles one :class:`dsl.script.ScriptFunction` into an :class:`ir.Function`."""
+
+    def __init__(self, script_function: Any) -> None:
+        self.script_function = script_function
+        python_function = script_function.python_function
+        source = function_source(python_function)
+        self.origin = Origin(python_function, source)
+        self.tree = source.tree
+        self.loop_depth = 0
+        self.declared_outputs: list[Any] | None = None
+        self.inline_callees: list[ir.Function] = []
+        self.callee_imports: dict[str, int] = {}
+        self.current_statement: ast.stmt | None = None  # for locating internal errors
+        self._locations: dict[Any, ir.SourceLocation] = {}
+        opset = self._choose_opset()
+        self.ctx = CompileContext(opset)
+        self.builder = GraphBuilder(self.ctx, script_function.name)
+        self.scope = Scope()
+
+    # ------------------------------------------------------------------ helpers
+    def loc(self, node: Any) -> ir.SourceLocation:
+        found = self._locations.get(node)
+        if found is None:
+            found = self._locations[node] = self.origin.source.location(node)
+        return found
+
+    def resolve_name(self, name: str, node: ast.AST) -> Any:
+        binding = self.scope.lookup(name)
+        if binding is not None:
+            if isinstance(binding, Undefined):
+                raise DslNameError(binding.reason, self.loc(node), hint=binding.hint)
+            return binding
+        found = self.origin.resolve(name)
+        if found is _MISSING:
+            known = list(self._visible_names())
+            close = difflib.get_close_matches(name, known, n=2)
+            raise DslNameError(
+                f"name {name!r} is not defined",
+                self.loc(node),
+                hint=(f"did you mean {' or '.join(close)}? " if close else "")
+                + "assign it before use, or define it at module level",
+            )
+        if isinstance(found, Initializer):  # a weight: an initializer, not a Constant
+            return initializer_operand(self, found)
+        return PyValue(found)
+
+    def _visible_names(self) -> list[str]:
+        names: list[str] = []
+        scope: Scope | None = self.scope
+        while scope is not None:
+            names.extend(scope.names)
+            scope = scope.parent
+        names.extend(self.origin.closure)
+        names.extend(self.origin.globals)
+        return names
+
+    def _choose_opset(self) -> Any:
+        pinned = self.script_function.opset
+        code = self.script_function.python_function.__code__
+        found, callees = referenced_opsets(code, self.tree, self._resolve_for_scan, self.loc)
+        onnx_use = found.get("")
+        if pinned is not None and pinned.domain == "":
+            if onnx_use is not None and onnx_use != pinned.version:
+                raise DslTypeError(
+                    f"script(opset={pinned.describe()}) but the body uses ai.onnx opset {onnx_use}",
+                    self.loc(self.tree),
+                    hint=f"call ops through opset{pinned.version}, or drop opset= from script()",
+                )
+            return pinned
+        if onnx_use is not None:
+            return get_opset("", onnx_use)
+        for callee in callees:  # no op of its own: follow the functions it calls
+            if not is_compiling(callee):
+                version = callee.function.opset_imports.get("")
+                if version is not None:
+                    return get_opset("", version)
+        from dsl.onnxruntime_limits import max_opset
+
+        return get_opset("", max_opset())
+
+    def _resolve_for_scan(self, name: str) -> Any:
+        found = self.origin.resolve(name)
+        return None if found is _MISSING else found
+
+    # ------------------------------------------------------- operand conversion
+    def as_value(
+        self, operand: Any, node: Any, beside: ir.Value | None = None, elem: int | None = None
+    ) -> ir.Value:
+        """The tensor an operand stands for, making constants where needed.
+
+        A Python literal takes the element type ``elem`` or that of ``beside``; when
+        ``beside`` has an unknown type the constant is wrapped in ``CastLike``.
+        """
+        if isinstance(operand, ir.Value):
+            return operand
+        ctx = self.ctx
+        if isinstance(operand, PyValue):
+            value = operand.value
+            if value is None:
+                raise DslTypeError("None cannot be used as a tensor here", self.loc(node),
+                                   hint="None only stands for an omitted optional input of an op")
+            location = self.loc(node)
+            if _is_numpy(value) and value.size > 16:  # a weight: find it by identity, not by its bytes
+                key = ("numpy", id(value))
+                constant = self.builder.find_constant(key)
+                if constant is None:
+                    constant = self.builder.constant(literal_tensor(value, None, location), location)
+                    self.builder.remember_constant(key, constant)
+                return constant
+            beside_elem = elem if elem is not None else ctx.elem(beside)
+            scalar_key = None
+            if type(value) in _SCALARS:  # the same literal again: skip building its tensor
+                scalar_key = ("scalar", type(value), value, beside_elem)
+                constant = self.builder.find_constant(scalar_key)
+            if scalar_key is None or constant is None:
+                tensor = literal_tensor(value, beside_elem, location)
+                constant = self.builder.constant(tensor, location)
+                if scalar_key is not None:
+                    self.builder.remember_constant(scalar_key, constant)
+            if beside is not None and beside_elem is None and not _is_numpy(value):
+                return self.builder.operator("CastLike", [constant, beside], location)
+            return constant
+        if isinstance(operand, AttrRef):
+            location = self.loc(node)
+            constant = self.builder.constant_of_param(operand.param, location)
+            want = elem if elem is not None else ctx.elem(beside)
+            have = ctx.elem(constant)
+            if want is not None and have is not None and want != have:
+                return self.builder.operator("Cast", [constant], location, to=want)
+            if want is None and beside is not None:
+                return self.builder.operator("CastLike", [constant, beside], location)
+            return constant
+        if isinstance(operand, ValueTuple):
+            raise DslTypeError(
+                f"{len(operand.items)} values where one tensor is expected", self.loc(node),
+                hint="unpack them first: a, b = ...",
+            )
+        if isinstance(operand, GraphDef):
+            raise DslTypeError(f"the @graph function {operand.tree.name!r} is not a tensor", self.loc(node),
+                               hint="pass @graph functions as attributes (body=..., then_branch=...)")
+        raise DslTypeError(f"{operand!r} cannot be used as a tensor", self.loc(node))
+
+    def bind_name(self, name: str, operand: Any) -> None:
+        """Bind a Python name; a fresh unnamed result takes the variable's name."""
+        if isinstance(operand, ir.Value) and operand in self.ctx.auto_named and operand in self.builder.produced:
+            self.ctx.rename(operand, name.lstrip("@"))
+        self.scope.bind(name, operand)
+
+    def output_value(self, value: ir.Value, taken: set[ir.Value], location: Any) -> ir.Value:
+        """``value`` as an output of the current graph: Identity when it is not computed
+        here (an input, an outer value) or is already an output."""
+        if value not in self.builder.produced or value in taken:
+            value = self.builder.operator("Identity", [value], location)
+        taken.add(value)
+        return value
+
+    # ------------------------------------------------------------------- driver
+    def compile(self) -> ir.Function:
+        script_function = self.script_function
+        tree = self.tree
+        if isinstance(tree, ast.AsyncFunctionDef):
+            raise UnsupportedSyntaxError(f"async def {tree.name} cannot be scripted", self.loc(tree),
+                                         hint="scripted functions are not coroutines; use a plain def")
+        self.builder.graph.location = self.loc(tree)
+        defaults = _defaults(script_function.python_function)
+        signature = read_signature(
+            tree,
+            getattr(script_function.python_function, "__annotations__", None),
+            defaults,
+            self.origin.evaluate,
+            self.loc,
+        )
+        graph = self.builder.graph
+        attr_params: list[ir.AttrParam] = []
+        for parameter in signature.parameters:
+            if parameter.attr_kind is None:
+                value = self.ctx.new_value(parameter.name, parameter.location, type=parameter.type)
+                graph.inputs.append(value)
+                attach_input_default(self, value, defaults.get(parameter.name))
+                self.scope.bind(parameter.name, value)
+            else:
+                param = ir.AttrParam(parameter.name, parameter.attr_kind, parameter.default, parameter.location)
+                attr_params.append(param)
+                self.scope.bind(parameter.name, AttrRef(param))
+        if signature.output_types is not None:
+            self.declared_outputs = signature.output_types
+        body = tree.body
+        doc_string = ast.get_docstring(tree) or ""
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        outcome = self.compile_block(body)
+        if not isinstance(outcome, ReturnExit):
+            last = body[-1] if body else tree
+            raise DslSyntaxError(
+                f"{tree.name} does not return a value" if outcome is None else f"{tree.name} ends in a jump",
+                self.loc(last),
+                hint="end the function with 'return <tensor>' (every path must return)",
+            )
+        self._set_outputs(outcome, signature.output_types)
+        self.ctx.finalize_names(graph)
+        opset_imports = {domain: version for domain, (version, _) in self.ctx.opsets_used.items()}
+        opset_imports.setdefault("", self.ctx.default_opset.version)
+        for domain, version in self.callee_imports.items():
+            opset_imports.setdefault(domain, version)
+        function = ir.Function(
+            script_function.name,
+            graph,
+            domain=script_function.domain,
+            attr_params=attr_params,
+            opset_imports=opset_imports,
+            doc_string=doc_string,
+            location=self.loc(tree),
+        )
+        if self.inline_callees:
+            from dsl.inline import inline_calls
+
+            function = inline_calls(function, only=self.inline_callees)
+        return function
+
+    def _set_outputs(self, outcome: ReturnExit, output_types: list[Any] | None) -> None:
+        location = outcome.location
+        if output_types is not None and len(output_types) != len(outcome.values):
+            raise DslTypeError(
+                f"the function returns {len(outcome.values)} value(s) but its annotation declares "
+                f"{len(output_types)}",
+                location,
+                hint="make the return statement and the return annotation agree",
+            )
+        graph = self.builder.graph
+        taken: set[ir.Value] = set()
+        for index, (value, name) in enumerate(zip(outcome.values, outcome.names)):
+            declared = output_types[index] if output_types is not None else None
+            known = self.ctx.elem(value)
+            if isinstance(declared, ir.TensorType) and known is not None and known != declared.elem_type:
+                raise DslTypeError(
+                    f"output {index} is {types.element_type_name(known)} but the annotation says "
+                    f"{types.element_type_name(declared.elem_type)}",
+                    location,
+                    hint="cast the result with op.Cast(..., to=...) or fix the annotation",
+                )
+            value = self.output_value(value, taken, location)
+            self._claim_name(value, name)
+            if declared is not None:
+                value.type = declared
+            elif value.type is None and known is not None:
+                value.type = ir.TensorType(known, None)
+            graph.outputs.append(value)
+
+    def _claim_name(self, value: ir.Value, name: str) -> None:
+        """Give an output the Python name it was returned under (made unique at the end)."""
+        self.ctx.auto_named.discard(value)
+        value.name = name
+
+
+def _is_numpy(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, (np.ndarray, np.generic))
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def _defaults(python_function: Any) -> dict[str, Any]:
+    code = python_function.__code__
+    names = code.co_varnames[: code.co_argcount]
+    positional = python_function.__defaults__ or ()
+    found = dict(zip(names[len(names) - len(positional) :], positional))
+    found.update(python_function.__kwdefaults__ or {})
+    return found
+
+
+def compile_with_safety_net(script_function: Any) -> ir.Function:
+    """Run the compiler; an unexpected internal exception becomes a located DslError."""
+    compiler: FunctionCompiler | None = None
+    stack = getattr(_COMPILING, "stack", None)
+    if stack is None:
+        stack = _COMPILING.stack = []
+    stack.append(script_function)
+    try:
+        compiler = FunctionCompiler(script_function)
+        return compiler.compile()
+    except DslError:
+        raise
+    except RecursionError:
+        raise DslSyntaxError(
+            "the function nests too deeply to compile", _where(compiler),
+            hint="split deeply nested expressions into several statements",
+        ) from None
+    except Exception as err:
+        raise DslError(
+            f"internal error while compiling {getattr(script_function, 'name', '?')}: {type(err).__name__}: {err}",
+            _where(compiler),
+            hint="this is a bug in onnxquill; please report it with this function",
+        ) from err
+    finally:
+        stack.pop()
+
+
+def _where(compiler: FunctionCompiler | None) -> Any:
+    if compiler is None or compiler.current_statement is None:
+        return None
+    try:
+        return compiler.loc(compiler.current_statement)
+    except Exception:  # the location itself is what failed
+        return None

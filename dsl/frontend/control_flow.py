@@ -1,0 +1,384 @@
+"""``if``/``elif``/``else`` -> If, ``for i in range(...)`` and ``while`` -> Loop.
+
+A branch or loop body is compiled into its own graph with its own scope; afterwards
+the names it assigned decide the node's outputs (If) or loop-carried values (Loop).
+``break`` and ``continue`` work through a hidden loop-carried flag, ``@continue``:
+``break`` sets it to False, and the body's condition output is that flag (and, for
+``while``, the loop test evaluated at the end of the body).  An ``if`` on a
+compile-time constant compiles only the branch taken; an ``if`` on an attribute
+parameter becomes a real If on ``Constant(value_int=@flag)``, so the function keeps
+working for every value of the attribute.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from dsl import ir, types
+from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
+from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
+from dsl.frontend.builder import GraphBuilder
+from dsl.frontend.exits import LOOP_EXIT, ReturnExit
+from dsl.frontend.expressions import _same_constant
+from dsl.frontend.statements import register_statement
+
+__all__ = ["ControlFlowCompiler", "assigned_names"]
+
+CONTINUE_FLAG = "@continue"
+_INT64 = types.INT64.enum
+_BOOL = types.BOOL.enum
+
+
+@dataclass(slots=True)
+class Branch:
+    """One compiled branch (or loop body): its graph builder, scope and how it ended."""
+
+    builder: GraphBuilder
+    scope: Any
+    outcome: Any
+
+
+def assigned_names(statements: list[ast.stmt]) -> list[str]:
+    """Names a block assigns, in first-assignment order (nested defs are not entered)."""
+    found: dict[str, None] = {}
+    stack: list[ast.AST] = list(reversed(statements))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.setdefault(node.id, None)
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return list(found)
+
+
+class ControlFlowCompiler:
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for If and Loop."""
+
+    # ------------------------------------------------------------ branches
+    def enter(self, builder: GraphBuilder, scope: Any) -> tuple[Any, Any]:
+        saved = (self.builder, self.scope)
+        self.builder, self.scope = builder, scope
+        return saved
+
+    def leave(self, saved: tuple[Any, Any]) -> None:
+        self.builder, self.scope = saved
+
+    def compile_branch(self, statements: list[ast.stmt], name: str) -> Branch:
+        builder = GraphBuilder(self.ctx, name, parent=self.builder)
+        scope = self.scope.child()
+        saved = self.enter(builder, scope)
+        try:
+            outcome = self.compile_block(statements)
+        finally:
+            self.leave(saved)
+        return Branch(builder, scope, outcome)
+
+    def stmt_if(self, node: ast.If) -> Any:
+        condition = self.expr(node.test)
+        if isinstance(condition, PyValue):
+            taken = node.body if self.truth(condition, node.test) else node.orelse
+            return self.compile_block(taken)
+        condition_value = self.condition_value(condition, node.test)
+        then = self.compile_branch(node.body, "then_branch")
+        orelse = self.compile_branch(node.orelse, "else_branch")
+        if isinstance(then.outcome, ReturnExit) or isinstance(orelse.outcome, ReturnExit):
+            return self.merge_returns(node, condition_value, then, orelse)
+        return self.merge_assignments(node, condition_value, then, orelse)
+
+    def merge_returns(self, node: ast.If, condition: ir.Value, then: Branch, orelse: Branch) -> ReturnExit:
+        location = self.loc(node)
+        if not (isinstance(then.outcome, ReturnExit) and isinstance(orelse.outcome, ReturnExit)):
+            missing = "else" if isinstance(then.outcome, ReturnExit) else "if"
+            raise DslSyntaxError(
+                f"the {missing} branch of this if does not return, but the other one does",
+                location,
+                hint="return on every path: add a return after the if or in both branches",
+            )
+        then_values, else_values = then.outcome.values, orelse.outcome.values
+        if len(then_values) != len(else_values):
+            raise DslTypeError(
+                f"the branches of this if return {len(then_values)} and {len(else_values)} values",
+                location,
+                hint="return the same number of values on every path",
+            )
+        outputs = self.emit_if(node, condition, then, orelse, list(then_values), list(else_values))
+        names = [a if a == b else "return_val" for a, b in zip(then.outcome.names, orelse.outcome.names)]
+        return ReturnExit(outputs, names, location)
+
+    def merge_assignments(self, node: ast.If, condition: ir.Value, then: Branch, orelse: Branch) -> Any:
+        both_jump = then.outcome is LOOP_EXIT and orelse.outcome is LOOP_EXIT
+        names = list(then.scope.names) + [n for n in orelse.scope.names if n not in then.scope.names]
+        merged: list[tuple[str, Any, Any]] = []
+        for name in names:
+            before = self.scope.lookup(name)
+            then_operand = then.scope.names.get(name, before)
+            else_operand = orelse.scope.names.get(name, before)
+            if then_operand is else_operand:
+                continue
+            if _not_a_value(then_operand) or _not_a_value(else_operand):
+                self.scope.bind(name, Undefined(
+                    f"{name!r} is not assigned on every path through the if at line {self.loc(node).line}",
+                    "assign it before the if, or in both branches",
+                ))
+                continue
+            if isinstance(then_operand, PyValue) and isinstance(else_operand, PyValue):
+                if _same_constant(then_operand.value, else_operand.value):
+                    self.scope.bind(name, then_operand)
+                    continue
+            merged.append((name, then_operand, else_operand))
+        if merged:
+            outputs = self.emit_if(node, condition, then, orelse, [m[1] for m in merged], [m[2] for m in merged])
+            for (name, _, _), output in zip(merged, outputs):
+                self.bind_name(name, output)
+        return LOOP_EXIT if both_jump else None
+
+    def branch_outputs(self, branch: Branch, own: list[Any], others: list[Any], node: ast.AST) -> list[ir.Value]:
+        saved = self.enter(branch.builder, branch.scope)
+        try:
+            taken: set[ir.Value] = set()
+            location = self.loc(node)
+            values = []
+            for mine, other in zip(own, others):
+                elem = self.ctx.elem(other) if isinstance(other, ir.Value) else None
+                value = self.as_value(mine, node, elem=elem)
+                values.append(self.output_value(value, taken, location))
+            return values
+        finally:
+            self.leave(saved)
+
+    def emit_if(
+        self, node: ast.AST, condition: ir.Value, then: Branch, orelse: Branch, then_own: list[Any],
+        else_own: list[Any],
+    ) -> list[ir.Value]:
+        then_values = self.branch_outputs(then, then_own, else_own, node)
+        else_values = self.branch_outputs(orelse, else_own, then_values, node)
+        then.builder.graph.outputs = then_values
+        orelse.builder.graph.outputs = else_values
+        location = self.loc(node)
+        then.builder.graph.location = orelse.builder.graph.location = location
+        attributes = {
+            "then_branch": ir.Attr("then_branch", ir.AttrKind.GRAPH, then.builder.graph, location=location),
+            "else_branch": ir.Attr("else_branch", ir.AttrKind.GRAPH, orelse.builder.graph, location=location),
+        }
+        outputs = self.builder.call_op(self.ctx.operator("If"), [condition], attributes, location, len(then_values))
+        for output, then_value, else_value in zip(outputs, then_values, else_values):
+            elem = self.ctx.elem(then_value)
+            if elem is not None and elem == self.ctx.elem(else_value):
+                self.ctx.elem_types[output] = elem
+            else:
+                self.ctx.elem_types.pop(output, None)
+        return outputs
+
+    def if_expression(self, node: ast.IfExp, condition: ir.Value) -> ir.Value:
+        branches = []
+        for expression, name in ((node.body, "then_branch"), (node.orelse, "else_branch")):
+            builder = GraphBuilder(self.ctx, name, parent=self.builder)
+            scope = self.scope.child()
+            saved = self.enter(builder, scope)
+            try:
+                operand = self.expr(expression)
+            finally:
+                self.leave(saved)
+            branches.append(Branch(builder, scope, operand))
+        then, orelse = branches
+        return self.emit_if(node, condition, then, orelse, [then.outcome], [orelse.outcome])[0]
+
+    # --------------------------------------------------------------- loops
+    def stmt_for(self, node: ast.For) -> None:
+        if node.orelse:
+            raise UnsupportedSyntaxError("for/else is not supported", self.loc(node.orelse[0]),
+                                         hint="use a flag variable set before break")
+        if not isinstance(node.target, ast.Name):
+            raise UnsupportedSyntaxError("the loop variable must be a single name", self.loc(node.target),
+                                         hint="write: for i in range(n)")
+        iterator = node.iter
+        is_range = isinstance(iterator, ast.Call) and not iterator.keywords and 1 <= len(iterator.args) <= 3
+        if is_range:
+            function = self.expr(iterator.func)  # type: ignore[union-attr]
+            is_range = isinstance(function, PyValue) and function.value is range
+        if not is_range:
+            raise UnsupportedSyntaxError(
+                "only 'for <name> in range(...)' loops are supported",
+                self.loc(iterator),
+                hint="loop over indices: for i in range(n), and index the tensor with x[i]",
+            )
+        arguments = [self.expr(a) for a in iterator.args]  # type: ignore[union-attr]
+        for operand, argument in zip(arguments, iterator.args):  # type: ignore[union-attr]
+            if isinstance(operand, PyValue) and not _is_int(operand.value):
+                raise DslTypeError(f"range() takes ints, not {operand.value!r}", self.loc(argument),
+                                   hint="use int constants or INT64 scalar tensors as bounds")
+        if len(arguments) == 1:
+            arguments = [PyValue(0), arguments[0], PyValue(1)]
+        elif len(arguments) == 2:
+            arguments.append(PyValue(1))
+        start, stop, step = arguments
+        if isinstance(step, PyValue) and step.value == 0:
+            raise DslTypeError("range() step must not be zero", self.loc(iterator))
+        if all(isinstance(a, PyValue) for a in arguments):
+            trip: Any = PyValue(len(range(int(start.value), int(stop.value), int(step.value))))
+        else:
+            trip = self.trip_count(start, stop, step, iterator)
+        self.compile_loop(node, trip, None, node.body, (node.target.id, start, step), None)
+
+    def int64(self, operand: Any, node: ast.AST) -> Any:
+        """A loop bound as an INT64 tensor, or a Python int when it is a constant."""
+        if isinstance(operand, PyValue):
+            return int(operand.value)
+        value = self.as_value(operand, node, elem=_INT64)
+        if self.ctx.elem(value) != _INT64:
+            value = self.builder.operator("Cast", [value], self.loc(node), to=_INT64)
+        return value
+
+    def arith(self, op_type: str, left: Any, right: Any, node: ast.AST) -> Any:
+        """INT64 arithmetic on a mix of tensors and Python ints (folded when both are ints)."""
+        if isinstance(left, int) and isinstance(right, int):
+            return {"Add": left + right, "Sub": left - right, "Mul": left * right}[op_type]
+        if op_type in ("Add", "Sub") and isinstance(right, int) and right == 0:
+            return left
+        if op_type == "Mul" and isinstance(right, int) and right == 1:
+            return left
+        left_value = left if isinstance(left, ir.Value) else self.as_value(PyValue(left), node, elem=_INT64)
+        right_value = right if isinstance(right, ir.Value) else self.as_value(PyValue(right), node, elem=_INT64)
+        return self.builder.operator(op_type, [left_value, right_value], self.loc(node))
+
+    def trip_count(self, start: Any, stop: Any, step: Any, node: ast.AST) -> ir.Value:
+        """max(0, (stop - start + step - sign(step)) / step): len(range(...)) with truncating Div."""
+        start_i, stop_i, step_i = (self.int64(o, node) for o in (start, stop, step))
+        span = self.arith("Sub", stop_i, start_i, node)
+        if isinstance(step_i, int):
+            span = self.arith("Add", span, step_i - (1 if step_i > 0 else -1), node)
+        else:
+            sign = self.builder.operator("Sign", [step_i], self.loc(node))
+            span = self.arith("Sub", self.arith("Add", span, step_i, node), sign, node)
+        if not (isinstance(step_i, int) and step_i == 1):
+            step_value = step_i if isinstance(step_i, ir.Value) else self.as_value(PyValue(step_i), node, elem=_INT64)
+            span = self.builder.operator("Div", [span, step_value], self.loc(node))
+        zero = self.as_value(PyValue(0), node, elem=_INT64)
+        return self.builder.operator("Max", [span, zero], self.loc(node))
+
+    def stmt_while(self, node: ast.While) -> None:
+        if node.orelse:
+            raise UnsupportedSyntaxError("while/else is not supported", self.loc(node.orelse[0]),
+                                         hint="use a flag variable set before break")
+        initial = self.expr(node.test)
+        if isinstance(initial, PyValue) and not self.truth(initial, node.test):
+            return None
+        condition = self.condition_value(initial, node.test)
+        self.compile_loop(node, None, condition, node.body, None, node.test)
+        return None
+
+    def compile_loop(
+        self, node: ast.stmt, trip: Any, condition: ir.Value | None, body: list[ast.stmt],
+        loop_variable: tuple[str, Any, Any] | None, while_test: ast.expr | None,
+    ) -> None:
+        ctx = self.ctx
+        location = self.loc(node)
+        variable_name = loop_variable[0] if loop_variable is not None else None
+        assigned = [n for n in assigned_names(body) if n != variable_name]
+        carried: list[tuple[str, ir.Value]] = []
+        for name in assigned:
+            binding = self.scope.lookup(name)
+            if binding is None or _not_a_value(binding):
+                continue
+            carried.append((name, self.as_value(binding, node)))
+        builder = GraphBuilder(ctx, "loop_body", parent=self.builder)
+        builder.graph.location = location
+        scope = self.scope.child()
+        iteration = ctx.new_value(f"{variable_name}_index" if variable_name else "iteration", location,
+                                  type=ir.TensorType(_INT64, ()))
+        condition_in = ctx.new_value("cond_in", location, type=ir.TensorType(_BOOL, ()))
+        builder.graph.inputs.extend([iteration, condition_in])
+        for name, initial in carried:
+            elem = ctx.elem(initial)
+            value = ctx.new_value(name, location, type=None if elem is None else ir.TensorType(elem, None))
+            builder.graph.inputs.append(value)
+            scope.bind(name, value)
+        saved = self.enter(builder, scope)
+        self.loop_depth += 1
+        try:
+            if loop_variable is not None:
+                _, start, step = loop_variable
+                index: Any = self.arith("Mul", iteration, self.int64(step, node), node)
+                index = self.arith("Add", index, self.int64(start, node), node)
+                scope.bind(variable_name, index)  # type: ignore[arg-type]
+            scope.bind(CONTINUE_FLAG, PyValue(True))
+            self.compile_block(body)
+            keep_going = scope.names[CONTINUE_FLAG]
+            condition_out = self.loop_condition(keep_going, while_test, condition_in, node)
+            taken: set[ir.Value] = {condition_out}
+            finals = []
+            for (name, initial), formal in zip(carried, builder.graph.inputs[2:]):
+                final = self.as_value(scope.names.get(name, formal), node, elem=ctx.elem(initial))
+                finals.append(self.output_value(final, taken, location))
+            builder.graph.outputs = [condition_out, *finals]
+        finally:
+            self.loop_depth -= 1
+            self.leave(saved)
+        for name in assigned:
+            if self.scope.lookup(name) is None:
+                self.scope.bind(name, Undefined(
+                    f"{name!r} is only assigned inside the loop at line {location.line}",
+                    "assign an initial value before the loop to use it afterwards",
+                ))
+        if variable_name is not None:
+            self.scope.bind(variable_name, Undefined(
+                f"the loop variable {variable_name!r} is not available after the loop",
+                "keep the value you need in a variable assigned before the loop",
+            ))
+        if not carried:
+            return  # a loop that changes nothing computes nothing
+        if trip is not None and isinstance(keep_going, PyValue) and condition is None:
+            condition_input = None
+        elif condition is None:
+            condition_input = self.as_value(PyValue(True), node)
+        else:
+            condition_input = condition
+        trip_input = None
+        if trip is not None:
+            trip_input = trip if isinstance(trip, ir.Value) else self.as_value(trip, node, elem=_INT64)
+        attributes = {"body": ir.Attr("body", ir.AttrKind.GRAPH, builder.graph, location=location)}
+        inputs = [trip_input, condition_input, *(initial for _, initial in carried)]
+        outputs = self.builder.call_op(ctx.operator("Loop"), inputs, attributes, location, len(carried))
+        for (name, initial), output in zip(carried, outputs):
+            elem = ctx.elem(initial)
+            if elem is not None:
+                ctx.elem_types[output] = elem
+            self.bind_name(name, output)
+
+    def loop_condition(self, keep_going: Any, while_test: ast.expr | None, condition_in: ir.Value,
+                       node: ast.AST) -> ir.Value:
+        location = self.loc(node)
+        if while_test is None:
+            if isinstance(keep_going, PyValue) and keep_going.value:
+                return self.builder.operator("Identity", [condition_in], location)
+            value = self.condition_value(keep_going, node)
+        elif isinstance(keep_going, PyValue):
+            if not keep_going.value:
+                value = self.condition_value(PyValue(False), node)
+            else:
+                value = self.condition_value(self.expr(while_test), while_test)
+        else:
+            test = self.condition_value(self.expr(while_test), while_test)
+            value = self.builder.operator("And", [self.condition_value(keep_going, node), test], location)
+        if value not in self.builder.produced:
+            value = self.builder.operator("Identity", [value], location)
+        return value
+
+
+def _not_a_value(operand: Any) -> bool:
+    return operand is None or isinstance(operand, (Undefined, GraphDef, ValueTuple))
+
+
+def _is_int(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+register_statement(ast.If, ControlFlowCompiler.stmt_if)
+register_statement(ast.For, ControlFlowCompiler.stmt_for)
+register_statement(ast.While, ControlFlowCompiler.stmt_while)

@@ -1,0 +1,369 @@
+"""Expressions: names, literals, Python operators, subscripts, conditional expressions.
+
+Every Python operator goes through :mod:`dsl.operators`, the table eager mode reads
+too, so ``a % b`` or ``~m`` means the same in an exported model and while debugging.
+Operations on two compile-time constants are evaluated by Python itself (as eager mode
+would), so ``2 * n`` with a module-level ``n`` stays a constant.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any
+
+import numpy as np
+
+from dsl import indexing, ir
+from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
+from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
+from dsl.frontend.constants import is_tensor_literal
+from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
+from dsl.opsets import to_tensor
+
+__all__ = ["ExpressionCompiler", "UNSUPPORTED_EXPRESSIONS"]
+
+_PYTHON_BINARY = {
+    "Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
+    "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow, "MatMult": operator.matmul,
+    "BitAnd": operator.and_, "BitOr": operator.or_, "BitXor": operator.xor,
+    "LShift": operator.lshift, "RShift": operator.rshift,
+}
+_PYTHON_UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert, "Not": operator.not_}
+_PYTHON_COMPARE = {
+    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
+    "Gt": operator.gt, "GtE": operator.ge,
+}
+_TENSOR_ATTRIBUTE_HINTS = {
+    "shape": "use op.Shape(x)",
+    "T": "use op.Transpose(x)",
+    "dtype": "element types are fixed by annotations; use op.CastLike to match another tensor",
+    "size": "use op.Size(x)",
+    "ndim": "use op.Size(op.Shape(x))",
+}
+
+UNSUPPORTED_EXPRESSIONS: dict[type, tuple[str, str]] = {
+    ast.Lambda: ("lambda", "define a @script function (or a nested @graph() function) instead"),
+    ast.ListComp: ("list comprehension", "write a for loop, or use op.SequenceMap / op.Concat"),
+    ast.SetComp: ("set comprehension", "write a for loop"),
+    ast.DictComp: ("dict comprehension", "write a for loop"),
+    ast.GeneratorExp: ("generator expression", "write a for loop"),
+    ast.Await: ("await", "scripted functions are not coroutines; remove await"),
+    ast.Yield: ("yield", "return the values instead; scripted functions are not generators"),
+    ast.YieldFrom: ("yield from", "return the values instead; scripted functions are not generators"),
+    ast.NamedExpr: ("assignment expression (:=)", "assign in a separate statement"),
+    ast.Starred: ("starred expression", "pass each value explicitly"),
+    ast.JoinedStr: ("f-string", "build strings outside @script and pass them as attributes"),
+    ast.Dict: ("dict display", "ONNX has no dictionaries; use separate values"),
+    ast.Set: ("set display", "ONNX has no sets; use a list constant or a tensor"),
+    ast.Slice: ("slice outside a subscript", "slices are only allowed inside x[...]"),
+}
+
+
+def _same_constant(left: Any, right: Any) -> bool:
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, np.ndarray):
+        return left.dtype == right.dtype and left.shape == right.shape and bool(np.array_equal(left, right))
+    try:
+        return bool(left == right)
+    except Exception:  # objects whose == is not a plain bool
+        return False
+
+
+class ExpressionCompiler:
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one method per expression kind."""
+
+    def expr(self, node: ast.expr) -> Any:
+        """Compile an expression to an operand (see :mod:`dsl.frontend.bindings`)."""
+        method = _EXPRESSIONS.get(type(node))
+        if method is None:
+            raise self.unsupported(node)
+        return method(self, node)
+
+    def unsupported(self, node: ast.AST) -> UnsupportedSyntaxError:
+        what, hint = UNSUPPORTED_EXPRESSIONS.get(type(node), (type(node).__name__, "rewrite it with supported constructs"))
+        return UnsupportedSyntaxError(f"{what} is not supported in @script", self.loc(node), hint=hint)
+
+    # ------------------------------------------------------------- atoms
+    def expr_constant(self, node: ast.Constant) -> Any:
+        return PyValue(node.value)
+
+    def expr_name(self, node: ast.Name) -> Any:
+        return self.resolve_name(node.id, node)
+
+    def expr_attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, PyValue):
+            try:
+                return PyValue(getattr(base.value, node.attr))
+            except DslError as err:
+                raise err.with_location(self.loc(node)) from None
+            except AttributeError:
+                owner = getattr(base.value, "__name__", None) or type(base.value).__name__
+                raise DslNameError(f"{owner} has no attribute {node.attr!r}", self.loc(node),
+                                   hint="check the spelling") from None
+            except Exception as err:
+                raise DslTypeError(f"reading .{node.attr} failed: {type(err).__name__}: {err}",
+                                   self.loc(node)) from None
+        if isinstance(base, ir.Value):
+            raise DslTypeError(
+                f"tensors have no attribute {node.attr!r} in @script",
+                self.loc(node),
+                hint=_TENSOR_ATTRIBUTE_HINTS.get(node.attr, "use an op to compute it"),
+            )
+        raise DslTypeError(f"cannot read attribute {node.attr!r} of this value", self.loc(node),
+                           hint="only modules and opsets have attributes in @script")
+
+    def expr_sequence(self, node: ast.Tuple | ast.List) -> Any:
+        items = [self.expr(item) for item in node.elts]
+        if all(isinstance(item, PyValue) for item in items):
+            values = [item.value for item in items]
+            return PyValue(tuple(values) if isinstance(node, ast.Tuple) else values)
+        if isinstance(node, ast.Tuple):
+            return ValueTuple(tuple(items))
+        raise DslTypeError(
+            "a list of tensors is not a tensor",
+            self.loc(node),
+            hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
+        )
+
+    # ---------------------------------------------------------- operators
+    def expr_binop(self, node: ast.BinOp) -> Any:
+        name = type(node.op).__name__
+        left = self.expr(node.left)
+        right = self.expr(node.right)
+        if isinstance(left, PyValue) and isinstance(right, PyValue):
+            return self.fold(_PYTHON_BINARY[name], (left.value, right.value), node)
+        if name not in BINARY:
+            symbol = {"FloorDiv": "//", "LShift": "<<", "RShift": ">>"}.get(name, name)
+            raise UnsupportedSyntaxError(
+                f"the operator {symbol} is not supported on tensors",
+                self.loc(node),
+                hint={"FloorDiv": "use op.Floor(a / b) for floats or a / b for integers (truncating)"}.get(
+                    name, "use op.BitShift(a, b, direction='LEFT'/'RIGHT')"
+                ),
+            )
+        return self.binary(name, left, right, node)
+
+    def binary(self, name: str, left: Any, right: Any, node: ast.AST) -> ir.Value:
+        """``left <op> right`` as ONNX nodes, spelled by :func:`dsl.operators.binary_spelling`."""
+        left_value, right_value = self.operand_pair(left, right, node)
+        known = self.ctx.elem_types
+        elem = known.get(left_value) or known.get(right_value) or self.ctx.elem(left_value) or self.ctx.elem(right_value)
+        spelling = binary_spelling(name, elem)
+        return self.apply_spelling(spelling, [left_value, right_value], node)
+
+    def operand_pair(self, left: Any, right: Any, node: ast.AST) -> tuple[ir.Value, ir.Value]:
+        if isinstance(left, ir.Value):
+            return left, self.as_value(right, node, beside=left)
+        if isinstance(right, ir.Value):
+            return self.as_value(left, node, beside=right), right
+        left_value = self.as_value(left, node)
+        return left_value, self.as_value(right, node, beside=left_value)
+
+    def apply_spelling(self, spelling: Any, inputs: list[ir.Value], node: ast.AST) -> ir.Value:
+        location = self.loc(node)
+        if spelling.attributes:
+            result = self.builder.operator(spelling.op_type, inputs, location, **dict(spelling.attributes))
+        else:
+            result = self.builder.operator(spelling.op_type, inputs, location)
+        if spelling.negate:
+            result = self.builder.operator("Not", [result], location)
+        return result
+
+    def fold(self, function: Any, arguments: tuple[Any, ...], node: ast.AST) -> PyValue:
+        try:
+            return PyValue(function(*arguments))
+        except Exception as err:
+            raise DslTypeError(
+                f"evaluating this constant expression failed: {type(err).__name__}: {err}",
+                self.loc(node),
+                hint="compile-time constants follow Python's rules",
+            ) from None
+
+    def expr_unaryop(self, node: ast.UnaryOp) -> Any:
+        name = type(node.op).__name__
+        operand = self.expr(node.operand)
+        if isinstance(operand, PyValue):
+            return self.fold(_PYTHON_UNARY[name], (operand.value,), node)
+        value = self.as_value(operand, node)
+        if name == "Not":
+            value = self.condition_value(value, node)
+        spelling = unary_spelling(name, self.ctx.elem(value))
+        return self.apply_spelling(spelling, [value], node)
+
+    def expr_compare(self, node: ast.Compare) -> Any:
+        operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+        results: list[Any] = []
+        for index, comparison in enumerate(node.ops):
+            name = type(comparison).__name__
+            left, right = operands[index], operands[index + 1]
+            if name not in COMPARE:
+                raise UnsupportedSyntaxError(
+                    f"the comparison {type(comparison).__name__} is not supported",
+                    self.loc(node),
+                    hint="'is'/'in' have no tensor meaning; compare values with == and combine with |",
+                )
+            if isinstance(left, PyValue) and isinstance(right, PyValue):
+                results.append(self.fold(_PYTHON_COMPARE[name], (left.value, right.value), node))
+                continue
+            left_value, right_value = self.operand_pair(left, right, node)
+            results.append(self.apply_spelling(COMPARE[name], [left_value, right_value], node))
+        return self.conjunction(results, node, "And")
+
+    def conjunction(self, results: list[Any], node: ast.AST, op_type: str) -> Any:
+        """Combine boolean operands with And/Or; constants decide at compile time where they can."""
+        absorbing = op_type == "Or"  # True absorbs Or, False absorbs And
+        tensors: list[ir.Value] = []
+        for result in results:
+            if isinstance(result, PyValue):
+                truth = self.truth(result, node)
+                if truth == absorbing:
+                    return PyValue(absorbing)
+                continue
+            tensors.append(self.condition_value(result, node))
+        if not tensors:
+            return PyValue(not absorbing)
+        combined = tensors[0]
+        for other in tensors[1:]:
+            combined = self.builder.operator(op_type, [combined, other], self.loc(node))
+        return combined
+
+    def expr_boolop(self, node: ast.BoolOp) -> Any:
+        values = [self.expr(v) for v in node.values]
+        op_type = "And" if isinstance(node.op, ast.And) else "Or"
+        if all(isinstance(v, PyValue) for v in values):
+            result = values[0].value
+            for v in values[1:]:
+                result = (result and v.value) if op_type == "And" else (result or v.value)
+            return PyValue(result)
+        return self.conjunction(values, node, op_type)
+
+    def truth(self, operand: PyValue, node: ast.AST) -> bool:
+        try:
+            return bool(operand.value)
+        except Exception as err:
+            raise DslTypeError(f"the truth value of {operand.value!r} is ambiguous: {err}", self.loc(node),
+                               hint="use a scalar condition") from None
+
+    def condition_value(self, operand: Any, node: ast.AST) -> ir.Value:
+        """A BOOL tensor for a condition (``if``, ``while``, ``and``, ``not``)."""
+        if isinstance(operand, PyValue):
+            return self.as_value(PyValue(self.truth(operand, node)), node)
+        value = self.as_value(operand, node)
+        if self.ctx.elem(value) != 9:  # BOOL
+            value = self.builder.operator("Cast", [value], self.loc(node), to=9)
+        return value
+
+    # ---------------------------------------------------------- subscripts
+    def expr_subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        index = self.index_item(node.slice)
+        location = self.loc(node)
+        if isinstance(base, ValueTuple):
+            if isinstance(index, int) and not isinstance(index, bool):
+                try:
+                    return base.items[index]
+                except IndexError:
+                    raise DslTypeError(f"index {index} is out of range for {len(base.items)} values",
+                                       location) from None
+            raise DslTypeError("several values can only be indexed with a constant int", location,
+                               hint="unpack them: a, b = ...")
+        if isinstance(base, PyValue) and not _has_tensor(index):
+            return self.fold(operator.getitem, (base.value, index), node)
+        if isinstance(base, (GraphDef, ValueTuple)):
+            raise DslTypeError("this value cannot be indexed", location)
+        target = self.as_value(base, node)
+        if _is_sequence(target):
+            return self.sequence_item(target, index, node)
+
+        def emit(op_type: str, inputs: list[Any], attributes: dict[str, Any]) -> list[Any]:
+            if op_type == "Constant":
+                return [self.builder.constant(to_tensor(attributes["value"]), location)]
+            if op_type == "Cast" and self.ctx.elem(inputs[0]) == attributes.get("to"):
+                return [inputs[0]]
+            return [self.builder.operator(op_type, inputs, location, **attributes)]
+
+        try:
+            return indexing.lower_subscript(target, index, emit)
+        except DslError as err:
+            raise err.with_location(location) from None
+
+    def sequence_item(self, sequence: ir.Value, index: Any, node: ast.Subscript) -> ir.Value:
+        """``seq[i]`` on an ONNX sequence is SequenceAt (negative positions count from the end)."""
+        if isinstance(index, (slice, tuple)) or index is None or index is Ellipsis:
+            raise DslTypeError("a sequence can only be indexed by one position", self.loc(node),
+                               hint="write seq[i]; use op.SequenceErase/op.SplitToSequence to build other sequences")
+        position = index if isinstance(index, ir.Value) else self.as_value(PyValue(int(index)), node)
+        return self.builder.operator("SequenceAt", [sequence, position], self.loc(node))
+
+    def index_item(self, node: ast.expr) -> Any:
+        """An index as Python would pass it to ``__getitem__``, with tensors as ir.Values."""
+        if isinstance(node, ast.Slice):
+            parts = [None if part is None else self.index_item(part) for part in (node.lower, node.upper, node.step)]
+            return slice(*parts)
+        if isinstance(node, ast.Tuple):
+            return tuple(self.index_item(item) for item in node.elts)
+        operand = self.expr(node)
+        if isinstance(operand, PyValue):
+            value = operand.value
+            if value is None or value is Ellipsis or isinstance(value, (int, np.integer, slice, tuple)):
+                return value
+            if is_tensor_literal(value):
+                return value if isinstance(value, (list, np.ndarray)) else self.as_value(operand, node)
+            raise DslTypeError(f"a {type(value).__name__} cannot be used as an index", self.loc(node),
+                               hint="indices are ints, slices, None, ... or integer tensors")
+        if isinstance(operand, AttrRef):
+            return self.as_value(operand, node)
+        if isinstance(operand, ir.Value):
+            return operand
+        raise DslTypeError("this value cannot be used as an index", self.loc(node))
+
+    # ------------------------------------------------- conditional expression
+    def expr_ifexp(self, node: ast.IfExp) -> Any:
+        condition = self.expr(node.test)
+        if isinstance(condition, PyValue):
+            return self.expr(node.body if self.truth(condition, node.test) else node.orelse)
+        return self.if_expression(node, self.condition_value(condition, node.test))
+
+
+_SEQUENCE_PRODUCERS = frozenset(
+    {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SplitToSequence", "SequenceMap"}
+)
+
+
+def _is_sequence(value: ir.Value) -> bool:
+    """Whether ``value`` is an ONNX sequence: annotated as one, or made by a sequence op."""
+    if isinstance(value.type, ir.SequenceType):
+        return True
+    producer = value.producer
+    return producer is not None and producer.domain == "" and producer.op_type in _SEQUENCE_PRODUCERS
+
+
+def _has_tensor(index: Any) -> bool:
+    if isinstance(index, tuple):
+        return any(_has_tensor(item) for item in index)
+    if isinstance(index, slice):
+        return any(isinstance(part, ir.Value) for part in (index.start, index.stop, index.step))
+    return isinstance(index, ir.Value)
+
+
+_EXPRESSIONS: dict[type, Any] = {
+    ast.Constant: ExpressionCompiler.expr_constant,
+    ast.Name: ExpressionCompiler.expr_name,
+    ast.Attribute: ExpressionCompiler.expr_attribute,
+    ast.Tuple: ExpressionCompiler.expr_sequence,
+    ast.List: ExpressionCompiler.expr_sequence,
+    ast.BinOp: ExpressionCompiler.expr_binop,
+    ast.UnaryOp: ExpressionCompiler.expr_unaryop,
+    ast.Compare: ExpressionCompiler.expr_compare,
+    ast.BoolOp: ExpressionCompiler.expr_boolop,
+    ast.Subscript: ExpressionCompiler.expr_subscript,
+    ast.IfExp: ExpressionCompiler.expr_ifexp,
+}
+
+
+def register_expression(kind: type, method: Any) -> None:
+    """Let another mixin module handle an expression kind (calls register ``ast.Call``)."""
+    _EXPRESSIONS[kind] = method

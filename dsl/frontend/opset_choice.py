@@ -1,0 +1,86 @@
+"""Which ai.onnx opset a function is compiled against, decided before compiling it.
+
+Python operators (``+`` -> ``Add``) and constants need an opset before the first op call
+is reached.  The opsets a function can name are among the global and closure names its
+code object lists (``co_names``/``co_freevars``, nested code included), so they are found
+without walking the syntax tree: each such name is resolved once, and Opsets, Ops and
+modules holding opsets (``dsl.opset18``) are collected.  Two versions of one domain are
+an error, located by a walk of the tree that only happens in that case.
+"""
+
+from __future__ import annotations
+
+import ast
+import types as pytypes
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dsl.errors import DslTypeError
+from dsl.opsets import Op, Opset
+
+__all__ = ["referenced_opsets"]
+
+
+def _code_objects(code: pytypes.CodeType) -> Iterator[pytypes.CodeType]:
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, pytypes.CodeType):
+            yield from _code_objects(constant)
+
+
+def referenced_opsets(
+    code: pytypes.CodeType, tree: ast.FunctionDef, resolve: Callable[[str], Any], locate: Callable[[Any], Any]
+) -> tuple[dict[str, int], list[Any]]:
+    """Domain -> version of the opsets the function names, and the scripted functions it
+    names (whose opset decides when the function calls no op itself)."""
+    from dsl.script import ScriptFunction
+
+    names: dict[str, None] = {}
+    for nested in _code_objects(code):
+        names.update(dict.fromkeys(nested.co_names))
+        names.update(dict.fromkeys(nested.co_freevars))
+    opsets: list[Opset] = []
+    callees: list[Any] = []
+    modules: list[Any] = []
+    for name in names:
+        target = resolve(name)
+        if isinstance(target, Op):
+            target = target.opset
+        if isinstance(target, Opset):
+            opsets.append(target)
+        elif isinstance(target, ScriptFunction):
+            callees.append(target)
+        elif isinstance(target, pytypes.ModuleType):
+            modules.append(target)
+    for module in modules:
+        for name in names:
+            try:
+                found = getattr(module, name, None)
+            except Exception:  # a module whose __getattr__ fails is not an opset module
+                continue
+            if isinstance(found, Opset):
+                opsets.append(found)
+    versions: dict[str, int] = {}
+    for opset in opsets:
+        previous = versions.setdefault(opset.domain, opset.version)
+        if previous != opset.version:
+            raise DslTypeError(
+                f"this function uses {opset.domain or 'ai.onnx'} opset versions {previous} and {opset.version}",
+                _first_use(tree, resolve, opset, locate),
+                hint=f"use one version per domain, e.g. opset{max(previous, opset.version)} everywhere",
+            )
+    return versions, callees
+
+
+def _first_use(tree: ast.FunctionDef, resolve: Callable[[str], Any], opset: Opset, locate: Callable[[Any], Any]) -> Any:
+    """Where the body first names ``opset`` (for the error message)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            target = resolve(node.id)
+            if target is opset or (isinstance(target, Op) and target.opset is opset):
+                return locate(node)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            base = resolve(node.value.id)
+            if isinstance(base, pytypes.ModuleType) and getattr(base, node.attr, None) is opset:
+                return locate(node)
+    return locate(tree)

@@ -1,0 +1,85 @@
+"""Graph attributes written by hand: a ``@graph()`` function passed as ``body=``,
+``then_branch=``, ... of Loop, Scan or If.
+
+A nested ``@graph()`` definition is compiled where it is used, as a graph nested in the
+current one, so it reads the enclosing function's values directly (outer-scope
+capture); a module-level one sees only its own module's names.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from dsl import ir
+from dsl.errors import DslSyntaxError, DslTypeError
+from dsl.frontend.bindings import GraphDef
+from dsl.frontend.builder import GraphBuilder
+from dsl.frontend.exits import ReturnExit
+from dsl.frontend.scope import Scope
+from dsl.frontend.signature import read_signature
+
+__all__ = ["SubgraphCompiler"]
+
+
+class SubgraphCompiler:
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for ``@graph()`` attributes."""
+
+    def compile_graph_def(self, graph_def: GraphDef, location: Any) -> ir.Graph:
+        tree = graph_def.tree
+        ctx = self.ctx
+        builder = GraphBuilder(ctx, tree.name, parent=self.builder)
+        scope = Scope(graph_def.scope)
+        signature = read_signature(tree, None, {}, self.origin.evaluate, self.loc)
+        for parameter in signature.parameters:
+            if parameter.attr_kind is not None:
+                raise DslTypeError(
+                    f"parameter {parameter.name!r} of a @graph function must be a tensor",
+                    parameter.location,
+                    hint="annotate graph inputs with tensor types such as INT64, BOOL, FLOAT[...]",
+                )
+            value = ctx.new_value(parameter.name, parameter.location, type=parameter.type)
+            builder.graph.inputs.append(value)
+            scope.bind(parameter.name, value)
+        saved = (self.builder, self.scope, self.loop_depth, self.declared_outputs)
+        self.builder, self.scope, self.loop_depth = builder, scope, 0
+        self.declared_outputs = signature.output_types
+        try:
+            body = tree.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                builder.graph.doc_string = str(body[0].value.value)
+                body = body[1:]
+            outcome = self.compile_block(body)
+            if not isinstance(outcome, ReturnExit):
+                raise DslSyntaxError(f"the @graph function {tree.name!r} does not return a value",
+                                     self.loc(body[-1] if body else tree), hint="end it with 'return ...'")
+            types = signature.output_types
+            if types is not None and len(types) != len(outcome.values):
+                raise DslTypeError(
+                    f"{tree.name} returns {len(outcome.values)} value(s) but its annotation declares {len(types)}",
+                    outcome.location)
+            taken: set[ir.Value] = set()
+            for index, value in enumerate(outcome.values):
+                value = self.output_value(value, taken, outcome.location)
+                if types is not None:
+                    value.type = types[index]
+                elif ctx.elem(value) is not None and value.type is None:
+                    value.type = ir.TensorType(ctx.elem(value), None)  # type: ignore[arg-type]
+                builder.graph.outputs.append(value)
+        finally:
+            self.builder, self.scope, self.loop_depth, self.declared_outputs = saved
+        builder.graph.location = self.loc(tree)
+        return builder.graph
+
+    def compile_graph_function(self, graph_function: Any, location: Any) -> ir.Graph:
+        """A module-level ``@graph()`` function: compiled with its own module's names."""
+        from dsl.frontend.compiler import Origin
+        from dsl.frontend.source import function_source
+
+        source = function_source(graph_function.python_function)
+        saved = self.origin
+        self.origin = Origin(graph_function.python_function, source)
+        try:
+            return self.compile_graph_def(GraphDef(source.tree, Scope()), location)
+        finally:
+            self.origin = saved

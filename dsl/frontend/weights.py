@@ -1,0 +1,179 @@
+"""Weights in scripted Python: graph initializers, and the ``.npz`` files that hold them.
+
+Source written by ``converter.to_python`` declares each weight of the model at module
+level and reads it in the body like any other name::
+
+    weights = load_weights(__file__, "model.npz")
+    conv1_weight = initializer(weights["conv1_weight"], name="conv1.weight")
+
+    @script()
+    def main_graph(x: FLOAT[1, 3, 224, 224]) -> FLOAT[1, 1000]:
+        return op.Conv(x, conv1_weight)
+
+The rule the compiler follows: a free name whose value is an :class:`Initializer`
+becomes a graph initializer of the outermost graph (of the graph that reads it when
+``local=True``), one per Initializer object however often it is read, named
+``Initializer.name``; a tensor parameter whose default is an Initializer is a graph
+input that is also an initializer (an overridable weight).  A plain numpy array stays
+what it always is, a ``Constant`` node, so arrays written by hand keep their meaning.
+:func:`initializer_operand` and :func:`attach_input_default` are that rule, called by
+``dsl.frontend.compiler``.
+
+``.npz`` files hold every numpy dtype; the ml_dtypes types (bfloat16, float8, 4-bit)
+have no ``.npy`` encoding, so they are stored as their raw bits (an unsigned integer
+array of the same item size) and their dtype names are recorded under ``__dtypes__``;
+:func:`load_weights` undoes that (``converter.to_python`` writes the files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dsl import ir, types
+
+__all__ = [
+    "Initializer",
+    "initializer",
+    "sparse_tensor",
+    "sparse_initializer",
+    "load_weights",
+    "initializer_value",
+    "initializer_operand",
+    "attach_input_default",
+]
+
+_DTYPES_KEY = "__dtypes__"
+
+
+@dataclass(slots=True, eq=False)
+class Initializer:
+    """A weight: read in a scripted body, it is a graph initializer, not a Constant node.
+
+    ``tensor`` is dense (``sparse`` None) or ``sparse`` holds a COO sparse weight.
+    ``local`` makes it an initializer of the (sub)graph that reads it, as a subgraph's
+    own initializers are, instead of one of the outermost graph.
+    """
+
+    tensor: ir.Tensor
+    sparse: ir.SparseTensor | None = None
+    local: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # Eager calls see the data itself.
+        return np.asarray(self.tensor.array, dtype=dtype)
+
+
+def initializer(array: Any, name: str = "", *, local: bool = False) -> Initializer:
+    """Declare a weight: ``array`` (numpy, any dtype incl. ml_dtypes) named ``name`` in the model.
+
+    >>> import numpy as np
+    >>> w = initializer(np.zeros((2, 2), np.float32), name="fc.weight")
+    >>> w.name
+    'fc.weight'
+    """
+    array = np.asarray(array)
+    return Initializer(ir.Tensor(array, types.element_type_of_dtype(array.dtype), name), local=local)
+
+
+def sparse_tensor(values: Any, indices: Any, dims: Any) -> ir.SparseTensor:
+    """A COO sparse tensor for a SPARSE_TENSOR attribute (``op.Constant(sparse_value=...)``).
+
+    >>> import numpy as np
+    >>> sparse_tensor(np.array([1.0], np.float32), np.array([3], np.int64), [2, 2]).dims
+    (2, 2)
+    """
+    values_array = np.asarray(values)
+    indices_array = np.asarray(indices, dtype=np.int64)
+    return ir.SparseTensor(
+        ir.Tensor(values_array, types.element_type_of_dtype(values_array.dtype)),
+        ir.Tensor(indices_array, types.INT64.enum),
+        tuple(int(d) for d in dims),
+    )
+
+
+def sparse_initializer(values: Any, indices: Any, dims: Any, name: str = "", *, local: bool = False) -> Initializer:
+    """Declare a sparse weight (a ``sparse_initializer`` of the graph)."""
+    sparse = sparse_tensor(values, indices, dims)
+    sparse.values.name = name
+    dense = np.zeros(sparse.dims, dtype=sparse.values.array.dtype)
+    flat_indices = sparse.indices.array
+    if flat_indices.ndim == 2:
+        flat_indices = np.ravel_multi_index(tuple(flat_indices.T), sparse.dims)
+    dense.reshape(-1)[flat_indices] = sparse.values.array
+    return Initializer(ir.Tensor(dense, sparse.values.elem_type, name), sparse, local)
+
+
+def load_weights(module_file: str | os.PathLike[str], file_name: str) -> dict[str, np.ndarray]:
+    """Read the ``.npz`` file ``file_name`` that lies beside ``module_file`` (pass ``__file__``).
+
+    >>> weights = load_weights(__file__, "model.npz")      # doctest: +SKIP
+    """
+    path = os.path.join(os.path.dirname(os.path.abspath(os.fspath(module_file))), file_name)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    dtypes = json.loads(str(arrays.pop(_DTYPES_KEY, np.array("{}"))))
+    for key, dtype_name in dtypes.items():
+        import ml_dtypes
+
+        arrays[key] = arrays[key].view(np.dtype(getattr(ml_dtypes, dtype_name)))
+    return arrays
+
+
+def initializer_value(
+    weight: Initializer, root_graph: ir.Graph, new_value: Any, known: dict[Any, ir.Value]
+) -> ir.Value:
+    """The initializer Value of ``weight`` in ``root_graph``, added on first use.
+
+    ``new_value(base_name) -> ir.Value`` makes a uniquely named value (the compiler's
+    name allocator); ``known`` is a dict the compiler keeps for one compiled function, so
+    the same Initializer object read twice is one initializer (found in constant time).
+    """
+    key = (id(weight), id(root_graph))
+    found = known.get(key)
+    if found is not None:
+        return found
+    value = new_value(weight.name or "weight")
+    value.type = ir.TensorType(weight.tensor.elem_type, weight.tensor.shape)
+    if weight.sparse is not None:  # as from_onnx reads them: by name, not in ``initializers``
+        root_graph.sparse_initializers[value.name] = weight.sparse
+    else:
+        value.initializer = weight.tensor
+        root_graph.initializers.append(value)
+    known[key] = value
+    return value
+
+
+def initializer_operand(compiler: Any, weight: Initializer) -> ir.Value:
+    """What a free name bound to ``weight`` compiles to: the outermost graph's initializer.
+
+    ``compiler`` is the :class:`dsl.frontend.compiler.FunctionCompiler` at work; one
+    Initializer object read in several places (or several subgraphs) is one initializer.
+    """
+    builder = compiler.builder
+    while builder.parent is not None and not weight.local:
+        builder = builder.parent
+    known: dict[Any, ir.Value] = compiler.__dict__.setdefault("_initializer_values", {})
+    return initializer_value(weight, builder.graph, compiler.ctx.new_value, known)
+
+
+def attach_input_default(compiler: Any, value: ir.Value, default: Any) -> None:
+    """A tensor parameter whose default is an Initializer is an overridable weight.
+
+    It stays a graph input and also becomes an initializer with the default's data (the
+    IR < 4 style that ``converter.to_python`` writes as ``w: FLOAT[3] = w_init``).
+    """
+    if not isinstance(default, Initializer):
+        return
+    value.initializer = default.tensor
+    compiler.builder.graph.initializers.append(value)
+    known: dict[Any, ir.Value] = compiler.__dict__.setdefault("_initializer_values", {})
+    known.setdefault((id(default), id(compiler.builder.graph)), value)

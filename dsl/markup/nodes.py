@@ -1,0 +1,156 @@
+"""Nodes: an ONNX op with schema-checked attributes, its inputs, parameters and outputs.
+
+Inputs and ``<params>`` become the op's inputs in document order (Agrippa's rule);
+every other attribute of ``<node>`` is an ONNX attribute, read as the kind the op's
+schema declares.  Input counts, required attributes, element types and optional
+inputs are checked against the schema, with the tag's location.
+"""
+
+from __future__ import annotations
+
+from dsl import ir, types
+from dsl.errors import DslError, MarkupError
+from dsl.markup import attributes as read
+from dsl.markup.document import Element
+from dsl.markup.state import FLOAT, CompilerState, Declaration
+from dsl.opsets import Op, get_opset, schema_domains
+
+__all__ = ["NodeCompiler"]
+
+_NODE_ATTRS = ("title", "op", "domain")
+_INPUT_ATTRS = ("src", "dim", "type")
+_OUTPUT_ATTRS = ("name", "dim", "type")
+
+
+class NodeCompiler(CompilerState):
+    """The node rules; ``<params>`` children are compiled by ``self._param``."""
+
+    def _op(self, element: Element) -> Op:
+        op_attr = element.attributes["op"]
+        op_name = read.read_string(op_attr, self.bindings).strip()
+        domain = self._string(element, "domain") if element.get("domain") is not None else ""
+        if domain in ("", "ai.onnx"):
+            opset = get_opset("", self.opset_version)
+        else:
+            version = schema_domains().get(domain, 1)
+            version = self.domains.setdefault(domain, version)
+            opset = get_opset(domain, version)
+        try:
+            return opset.get_op(op_name)
+        except DslError as error:
+            raise error.with_location(op_attr.value_location) from None
+
+    def _node(self, element: Element, prefix: str) -> None:
+        self._check(
+            element, _NODE_ATTRS, ("op",), children=("input", "params", "output"), open_attributes=True
+        )
+        op = self._op(element)
+        title = self._string(element, "title") if element.get("title") is not None else "GenericNode"
+        node_name = self._node_name(prefix + title)
+        attrs: dict[str, ir.Attr] = {}
+        try:
+            for name, attribute in element.attributes.items():
+                if name in _NODE_ATTRS:
+                    continue
+                kind = op.attribute_kind(name)
+                if kind is None:
+                    op.check_attribute_name(name, attribute.location)
+                value = read.read_onnx_attribute(attribute, kind, self.bindings)
+                attrs[name] = op.make_attr(name, value, attribute.location)
+            inputs: list[ir.Value | None] = []
+            output_elements: list[Element] = []
+            for child in element.children:
+                if child.tag == "input":
+                    value = self._input(child, prefix)
+                    if value is None:
+                        self._check_omissible(op, len(inputs), child)
+                    inputs.append(value)
+                elif child.tag == "params":
+                    inputs.append(self._param(child, prefix))
+                else:
+                    self._check(child, _OUTPUT_ATTRS, ("name",))
+                    output_elements.append(child)
+            try:
+                op.check_inputs(len(inputs), element.location)
+            except DslError as error:
+                error.hint = (
+                    f"{op.name} takes ({', '.join(op.input_names)}): one <input> or <params> each, in that order"
+                )
+                raise
+            if not output_elements:
+                raise MarkupError(
+                    f"node {title!r} has no <output>", element.location, hint='add <output name="..."/>'
+                )
+            op.check_outputs(len(output_elements), element.location)
+            try:
+                op.check_required_attributes(attrs, element.location)
+            except DslError as error:
+                missing = [n for n, a in op.schema.attributes.items() if a.required and n not in attrs]
+                error.hint = f'write it on the node tag: <node op="{op.name}" {missing[0]}="..." ...>'
+                raise
+            input_elems = [None if v is None else self._elem_of(v) for v in inputs]
+            op.check_input_types(input_elems, element.location)
+            output_elems = op.output_elem_types(input_elems, attrs)
+        except DslError as error:
+            raise error.with_location(element.location) from None
+        node = ir.Node(op.name, op.domain, inputs, [], attrs, name=node_name, location=element.location)
+        for index, child in enumerate(output_elements):
+            inferred = output_elems[min(index, len(output_elems) - 1)] if output_elems else None
+            node.outputs.append(self._output(child, prefix, node, inferred))
+        self.nodes.append(node)
+        self.node_locations[node_name] = element.location
+
+    @staticmethod
+    def _check_omissible(op: Op, index: int, element: Element) -> None:
+        if op.schema is None:
+            return
+        import onnx.defs
+
+        formals = op.schema.inputs
+        if not formals:
+            return
+        formal = formals[min(index, len(formals) - 1)]
+        if formal.option != onnx.defs.OpSchema.FormalParameterOption.Optional:
+            raise MarkupError(
+                f"input {index + 1} of {op.name} ({formal.name}) is required, but src=\"\" omits it",
+                element.attributes["src"].value_location,
+                hint="only optional inputs may be left out with an empty src",
+            )
+
+    def _input(self, element: Element, prefix: str) -> ir.Value | None:
+        self._check(element, _INPUT_ATTRS, ("src",))
+        src_attr = element.attributes["src"]
+        name = read.read_string(src_attr, self.bindings).strip()
+        if not name:
+            return None  # an omitted optional input
+        value = self._lookup(prefix + name, src_attr)
+        self._declare_io(element, value, "input")
+        return value
+
+    def _output(self, element: Element, prefix: str, node: ir.Node, inferred: int | None) -> ir.Value:
+        name_attr = element.attributes["name"]
+        full = prefix + self._name(element, "name")
+        elem = inferred
+        type_attr = element.get("type")
+        if type_attr is not None:
+            declared = read.read_element_type(type_attr, self.bindings, FLOAT)
+            if inferred is not None and declared != inferred:
+                raise MarkupError(
+                    f"{node.op_type} gives {types.element_type_name(inferred)} here, but type says "
+                    f"{types.element_type_name(declared)}",
+                    type_attr.value_location,
+                    hint="fix the type, or insert a Cast node",
+                )
+            elem = declared
+        value = ir.Value(
+            self._fresh_name(full),
+            ir.TensorType(elem, None) if elem is not None else None,
+            producer=node,
+            location=element.location,
+        )
+        self._claim(value)
+        self._define(full, value, (id(element), prefix), name_attr.value_location)
+        dim = element.get("dim")
+        if dim is not None:
+            self.declarations.append(Declaration(value, read.read_dims(dim, self.bindings), dim.value_location, "output"))
+        return value

@@ -1,0 +1,95 @@
+"""Parameters: ``<params>`` -> graph initializers, loaded from the weights file or initialised.
+
+Non-shared parameters are numbered per name (``W$1``, ``W$2``... one per copy, as in
+Agrippa); a shared one keeps its bare name and is created once; a frozen one carries
+``$constant`` in its name (Agrippa's marker, a torch buffer later).  A stored weight of
+the wrong shape is an error, never reshaped or re-initialised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dsl import ir
+from dsl.errors import MarkupError
+from dsl.markup import attributes as read
+from dsl.markup.document import Element
+from dsl.markup.state import FLOAT, CompilerState
+from dsl.markup.weights import INIT_KINDS, fit_weight, initial_value
+
+__all__ = ["ParamCompiler"]
+
+_PARAMS_ATTRS = ("name", "dim", "type", "init", "init_args", "shared", "frozen")
+
+
+class ParamCompiler(CompilerState):
+    """The parameter rule."""
+
+    def _param(self, element: Element, prefix: str) -> ir.Value:
+        self._check(element, _PARAMS_ATTRS, ("name", "dim"))
+        get = element.get
+        dims_attr = element.attributes["dim"]
+        dims = read.read_dims(dims_attr, self.bindings, symbolic=False)
+        elem = read.read_element_type(get("type"), self.bindings, FLOAT)
+        init_attr = get("init")
+        init = read.read_string(init_attr, self.bindings).strip() if init_attr is not None else "xavier"
+        if init not in INIT_KINDS:
+            raise MarkupError(
+                f"unknown init {init!r}",
+                init_attr.value_location if init_attr is not None else element.location,
+                hint=f"init is one of {', '.join(INIT_KINDS)} (Agrippa fell back to N(0, 1) silently)",
+            )
+        args_attr = get("init_args")
+        init_args = read.read_literal(args_attr, self.bindings, "init_args") if args_attr is not None else None
+        args_location = args_attr.value_location if args_attr is not None else element.location
+        # Check the arguments even when the weight is loaded, so a typo never lies dormant.
+        initial_value(init, init_args, (), elem, np.random.default_rng(0), args_location)
+        shared = read.read_choice(get("shared"), self.bindings, ("yes", "no"), "no") == "yes"
+        frozen = read.read_choice(get("frozen"), self.bindings, ("yes", "no"), "no") == "yes"
+        base = prefix + self._name(element, "name") + ("$constant" if frozen else "")
+        if shared:
+            existing = self.shared_params.get(base)
+            if existing is not None:
+                value, first = existing
+                if value.type != ir.TensorType(elem, dims):
+                    raise MarkupError(
+                        f"shared parameter {base!r} is {value.type!r} at {first}, but {ir.TensorType(elem, dims)!r} here",
+                        dims_attr.value_location,
+                        hint="every use of a shared parameter must declare the same dim and type",
+                    )
+                return value
+            if base in self.used_names:
+                raise MarkupError(f"parameter name {base!r} is already used by another value", element.location)
+            name = base
+        else:
+            counter = self.param_counters.get(base, 0)
+            while True:
+                counter += 1
+                name = f"{base}${counter}"
+                if name not in self.used_names:
+                    break
+            self.param_counters[base] = counter
+        # A frozen zeros/ones/constant is fully said by the markup: editing init_args must
+        # take effect, so such a parameter is never read back from the weights file.
+        from_markup = frozen and init in ("zeros", "ones", "constant")
+        stored = None if self.reinit or from_markup else self.stored_weights.get(name)
+        if stored is not None:
+            array = fit_weight(name, stored, dims, elem, dims_attr.value_location)
+        else:
+            array = initial_value(init, init_args, dims, elem, self.rng, args_location)
+            if not from_markup:
+                self.fresh.append(name)
+        value = ir.Value(
+            name,
+            ir.TensorType(elem, dims),
+            initializer=ir.Tensor(array, elem, name),
+            location=element.location,
+        )
+        self._claim(value)
+        self.initializers.append(value)
+        self.weights[name] = array
+        if frozen:
+            self.frozen.add(name)
+        if shared:
+            self.shared_params[base] = (value, element.location)
+        return value

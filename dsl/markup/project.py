@@ -1,0 +1,87 @@
+"""Finding the parts of a markup project: the architecture file, ``meta.json``, the weights.
+
+A project is a directory holding one architecture file (``.agr`` or ``.xml``), optional
+weights and an optional ``meta.json``.  Agrippa took whichever architecture file
+``os.listdir`` happened to list first; here two candidates without ``index=`` are an error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsl.errors import MarkupError
+from dsl.ir import SourceLocation
+
+__all__ = ["ProjectFiles", "locate_project", "read_meta", "ARCHITECTURE_SUFFIXES"]
+
+ARCHITECTURE_SUFFIXES = (".agr", ".xml")
+META_NAME = "meta.json"
+
+
+@dataclass(slots=True, frozen=True)
+class ProjectFiles:
+    """The project directory and its architecture file."""
+
+    directory: Path
+    architecture: Path
+
+
+def locate_project(infile: str | Path, index: str | None = None) -> ProjectFiles:
+    """The project directory and architecture file for ``infile`` (a directory or a file).
+
+    >>> locate_project("tests/data/markup/mlp").architecture.name    # doctest: +SKIP
+    'mlp.agr'
+    """
+    path = Path(infile)
+    if path.is_file():
+        if index is not None and Path(index).name != path.name:
+            raise MarkupError(f"index={index!r} names another file than {path}", hint="pass the project directory")
+        return ProjectFiles(path.parent, path)
+    if not path.is_dir():
+        raise MarkupError(f"no markup project at {str(path)!r}", hint="pass a project directory or an .agr file")
+    if index is not None:
+        architecture = path / index
+        if not architecture.is_file():
+            raise MarkupError(f"index file {index!r} is not in {path}", hint="index is a file name inside the project")
+        return ProjectFiles(path, architecture)
+    candidates = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in ARCHITECTURE_SUFFIXES)
+    if not candidates:
+        raise MarkupError(
+            f"{path} holds no architecture file",
+            hint="a project needs one file ending in .agr or .xml",
+        )
+    if len(candidates) > 1:
+        names = ", ".join(p.name for p in candidates)
+        raise MarkupError(
+            f"{path} holds {len(candidates)} architecture files ({names}); which one is the model?",
+            hint=f"pass index={candidates[0].name!r} (--index on the command line), or move the others into a folder",
+        )
+    return ProjectFiles(path, candidates[0])
+
+
+def read_meta(directory: Path) -> dict[str, str]:
+    """``producer`` and ``graph_name`` from ``meta.json`` if the project has one."""
+    path = directory / META_NAME
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as error:
+        lines = text.split("\n")
+        line_text = lines[error.lineno - 1] if error.lineno - 1 < len(lines) else ""
+        raise MarkupError(
+            f"meta.json is not valid JSON: {error.msg}",
+            SourceLocation(str(path), error.lineno, error.colno - 1, line_text),
+        ) from None
+    if not isinstance(meta, dict):
+        raise MarkupError("meta.json must hold a JSON object", SourceLocation(str(path), 1, 0))
+    found: dict[str, str] = {}
+    for key in ("producer", "graph_name"):
+        if key in meta:
+            if not isinstance(meta[key], str):
+                raise MarkupError(f"meta.json: {key} must be a string, got {meta[key]!r}", SourceLocation(str(path), 1, 0))
+            found[key] = meta[key]
+    return found

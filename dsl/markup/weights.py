@@ -1,0 +1,261 @@
+"""Parameter values: reading and writing weight files, and initialising missing weights.
+
+The default weight file is ``weights.npz`` (numpy's zip of arrays, read with
+``allow_pickle=False``): nothing in it can run code.  Agrippa wrote ``weights.pkl``, a
+pickle; those are still readable, through an unpickler that resolves only the handful
+of numpy functions that rebuild arrays, so a pickle carrying code fails before anything
+runs.  Initialisers follow Agrippa's names (default scaled normal, ``normal``,
+``uni_random``, ``zeros``, ``ones``, ``constant``) but check their arguments instead of
+silently falling back to N(0, 1).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dsl import types
+from dsl.errors import MarkupError
+from dsl.ir import SourceLocation
+
+__all__ = [
+    "NPZ_NAME",
+    "PICKLE_NAME",
+    "INIT_KINDS",
+    "read_weights",
+    "write_weights",
+    "load_pickled_weights",
+    "initial_value",
+    "fit_weight",
+]
+
+NPZ_NAME = "weights.npz"
+PICKLE_NAME = "weights.pkl"
+INIT_KINDS = ("xavier", "normal", "uni_random", "zeros", "ones", "constant")
+
+# (module, name) pairs a pickle of numpy arrays needs, across numpy 1.x and 2.x.
+_ALLOWED_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("collections", "OrderedDict"),
+}
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A pickle named a callable outside the allowed few."""
+
+
+class _ArrayOnlyUnpickler(pickle.Unpickler):
+    """Resolves only the globals that rebuild numpy arrays; anything else is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        raise _RefusedGlobal(f"{module}.{name}")
+
+
+def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
+    """Read an Agrippa ``weights.pkl`` without letting it run code.
+
+    Only dicts, lists, numbers and numpy arrays can come out; a pickle that names any
+    other callable (``os.system``, ``builtins.eval``...) raises :class:`MarkupError`
+    before the callable is ever looked up.
+    """
+    shown = SourceLocation(str(path), 1, 0)
+    try:
+        raw = path.read_bytes()
+        loaded = _ArrayOnlyUnpickler(io.BytesIO(raw)).load()
+    except _RefusedGlobal as error:
+        raise MarkupError(
+            f"{path.name} refers to {error}, which a weights file has no business calling; refusing to load it",
+            shown,
+            hint="a weights pickle may hold only numpy arrays in a dict; re-save the weights as weights.npz",
+        ) from None
+    except Exception as error:  # a damaged pickle fails in many ways; none may escape as a crash
+        raise MarkupError(f"cannot read {path.name}: {error}", shown, hint="the file is damaged") from None
+    if not isinstance(loaded, dict):
+        raise MarkupError(f"{path.name} holds a {type(loaded).__name__}, not a dict of arrays", shown)
+    weights: dict[str, np.ndarray] = {}
+    for key, value in loaded.items():
+        array = np.asarray(value) if isinstance(value, (list, int, float, np.ndarray, np.generic)) else None
+        if not isinstance(key, str) or array is None or array.dtype.kind not in "biufc":
+            raise MarkupError(
+                f"{path.name}: entry {key!r} is not a numeric array",
+                shown,
+                hint="a weights file maps parameter names to numeric arrays",
+            )
+        weights[key] = array
+    return weights
+
+
+# The .npz layout is the one dsl.frontend.weights uses for the Python back end: arrays of
+# the ml_dtypes types (bfloat16, float8, 4-bit), which .npy cannot describe, are stored
+# as their raw bits, and their dtype names are recorded as JSON under this key.
+_DTYPES_KEY = "__dtypes__"
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    dtypes = json.loads(str(arrays.pop(_DTYPES_KEY, np.array("{}"))))
+    for name, dtype_name in dtypes.items():
+        import ml_dtypes
+
+        arrays[name] = arrays[name].view(np.dtype(getattr(ml_dtypes, dtype_name)))
+    return arrays
+
+
+def read_weights(project: Path) -> tuple[dict[str, np.ndarray], Path | None]:
+    """The project's weights (``weights.npz`` first, else ``weights.pkl``) and the file read."""
+    npz_path = project / NPZ_NAME
+    if npz_path.is_file():
+        try:
+            return _read_npz(npz_path), npz_path
+        except (ValueError, OSError, zipfile.BadZipFile, AttributeError, KeyError) as error:
+            raise MarkupError(
+                f"cannot read {npz_path.name}: {error}",
+                SourceLocation(str(npz_path), 1, 0),
+                hint="delete it and export with reinit=True to start from fresh weights",
+            ) from None
+    pickle_path = project / PICKLE_NAME
+    if pickle_path.is_file():
+        return load_pickled_weights(pickle_path), pickle_path
+    return {}, None
+
+
+def write_weights(path: Path, weights: Mapping[str, np.ndarray]) -> None:
+    """Write the weights as an ``.npz`` (no pickles), ml_dtypes arrays as raw bits."""
+    stored: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
+    for name, array in weights.items():
+        if array.dtype.kind == "V":  # an ml_dtypes type
+            dtypes[name] = array.dtype.name
+            stored[name] = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+        else:
+            stored[name] = array
+    stored[_DTYPES_KEY] = np.array(json.dumps(dtypes))
+    with open(path, "wb") as handle:
+        np.savez(handle, **stored)
+
+
+def _check_args(kind: str, args: Any, count: int, location: SourceLocation | None) -> list[float]:
+    if count == 0:
+        if args is not None:
+            raise MarkupError(f"init {kind!r} takes no init_args, got {args!r}", location)
+        return []
+    words = {"normal": "[mean, std]", "uni_random": "[low, high]", "constant": "[value]"}[kind]
+    if args is None:
+        if kind == "constant":
+            raise MarkupError("init 'constant' needs init_args=\"[value]\"", location)
+        return []
+    if (
+        not isinstance(args, (list, tuple))
+        or len(args) != count
+        or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
+    ):
+        raise MarkupError(
+            f"init_args of init {kind!r} must be {count} number{'s' if count > 1 else ''} {words}, got {args!r}",
+            location,
+            hint=f'write init_args="{words}" with numbers',
+        )
+    return [float(a) for a in args]
+
+
+def initial_value(
+    kind: str,
+    args: Any,
+    dims: tuple[int, ...],
+    elem_type: int,
+    rng: np.random.Generator,
+    location: SourceLocation | None = None,
+) -> np.ndarray:
+    """A fresh parameter of ``dims`` and ``elem_type`` initialised by ``kind``.
+
+    ``xavier`` (the default) draws N(0, 2 / (fan_in + fan_out)) over the last two axes;
+    a vector uses std 1/sqrt(n) (Agrippa used sqrt(n), which grows with the size).
+
+    >>> initial_value("constant", [0.5], (2,), 1, np.random.default_rng(0))
+    array([0.5, 0.5], dtype=float32)
+    """
+    dtype = types.numpy_dtype(elem_type)
+    random_kinds = ("xavier", "normal", "uni_random")
+    if kind not in INIT_KINDS:
+        raise MarkupError(
+            f"unknown init {kind!r}",
+            location,
+            hint=f"init is one of {', '.join(INIT_KINDS)}",
+        )
+    is_real = np.dtype(dtype).kind in "fc" or "FLOAT" in types.element_type_name(elem_type)
+    if kind in random_kinds and not is_real:
+        raise MarkupError(
+            f"init {kind!r} draws random reals, but the parameter is {types.element_type_name(elem_type)}",
+            location,
+            hint="initialise integer and bool parameters with zeros, ones or constant",
+        )
+    if kind == "xavier":
+        _check_args(kind, args, 0, location)
+        if len(dims) >= 2:
+            std = math.sqrt(2.0 / max(dims[-1] + dims[-2], 1))
+        elif len(dims) == 1:
+            std = 1.0 / math.sqrt(max(dims[0], 1))
+        else:
+            std = 1.0
+        values: Any = rng.normal(0.0, std, size=dims)
+    elif kind == "normal":
+        mean, std = _check_args(kind, args, 2, location) or [0.0, 1.0]
+        if std < 0:
+            raise MarkupError(f"init 'normal' needs a std >= 0, got {std}", location)
+        values = rng.normal(mean, std, size=dims)
+    elif kind == "uni_random":
+        low, high = _check_args(kind, args, 2, location) or [-1.0, 1.0]
+        if high < low:
+            raise MarkupError(f"init 'uni_random' needs low <= high, got [{low}, {high}]", location)
+        values = rng.uniform(low, high, size=dims)
+    elif kind == "zeros":
+        _check_args(kind, args, 0, location)
+        values = np.zeros(dims)
+    elif kind == "ones":
+        _check_args(kind, args, 0, location)
+        values = np.ones(dims)
+    else:
+        (value,) = _check_args(kind, args, 1, location)
+        values = np.full(dims, value)
+    return np.asarray(values).astype(dtype)
+
+
+def fit_weight(
+    name: str, stored: np.ndarray, dims: tuple[int, ...], elem_type: int, location: SourceLocation | None
+) -> np.ndarray:
+    """A stored weight checked against its declaration: same shape, a castable dtype.
+
+    A shape that differs is an error, never reshaped or silently re-initialised.
+    """
+    if tuple(stored.shape) != tuple(dims):
+        raise MarkupError(
+            f"weight {name!r} in the weights file has shape {list(stored.shape)}, but its dim is {list(dims)}",
+            location,
+            hint="fix the dim, or export with reinit=True (--reinit) to initialise the weights afresh",
+        )
+    dtype = types.numpy_dtype(elem_type)
+    if stored.dtype != dtype and not np.can_cast(stored.dtype, dtype, casting="same_kind"):
+        raise MarkupError(
+            f"weight {name!r} is stored as {stored.dtype}, which does not convert to "
+            f"{types.element_type_name(elem_type)}",
+            location,
+            hint="fix the parameter's type, or export with reinit=True",
+        )
+    return np.ascontiguousarray(stored.astype(dtype, copy=False))

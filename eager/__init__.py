@@ -1,0 +1,50 @@
+"""Eager execution: run ONNX ops, scripted functions and whole models on real arrays.
+
+``op.Add(x, y)`` outside ``@script`` (:func:`call_op`), calling a ``@script`` function
+with arrays (:func:`call_script`, which runs the Python body with :class:`EagerTensor`
+values) and :func:`run` (a whole model or function, node by node) all execute one op at
+a time in a cached one-op onnxruntime session (:func:`set_cache_size`,
+:func:`cache_info`, :func:`clear_cache`).
+
+Which backend ran: :func:`last_backend` returns a :class:`BackendReport` ``(op,
+backend, reason)`` for the latest op call in this thread — ``backend`` is
+``"onnxruntime"`` or ``"onnx.reference"``, and ``reason`` says why onnxruntime was not
+used (its own error text, or ``"onnx.reference preferred: ..."`` for the few ops where
+onnxruntime's result departs from the ONNX spec, see :mod:`eager.backend_policy`).  The
+first time an op falls back, an INFO record on the ``"eager"`` logger says the same.
+
+Modules: ``op_call`` (argument handling, checks), ``sessions`` (the LRU cache and the
+backend report), ``kernels`` (one-op models, onnxruntime sessions, reference
+evaluators), ``ortvalues`` (raw buffers for bfloat16/float8/4-bit), ``values``
+(numpy/torch conversion), ``tensor`` (EagerTensor), ``indexing``, ``control_flow``
+(If/Loop/Scan with ``@graph()`` bodies), ``script_call``, ``model_runner``,
+``call_site`` (error locations, number of unpacked outputs), ``attributes``.
+
+>>> import numpy as np
+>>> from dsl import opset18 as op
+>>> op.Mul(np.array([1.0, 2.0], dtype=np.float32), 3)
+array([3., 6.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from eager.model_runner import RunResult, run
+from eager.op_call import call_op
+from eager.script_call import call_script
+from eager.sessions import BackendReport, CacheInfo, cache_info, clear_cache, last_backend, set_cache_size
+from eager.tensor import EagerTensor
+
+__all__ = [
+    "call_op",
+    "call_script",
+    "run",
+    "RunResult",
+    "EagerTensor",
+    "set_cache_size",
+    "cache_info",
+    "clear_cache",
+    "CacheInfo",
+    "last_backend",
+    "BackendReport",
+]
+

@@ -1,0 +1,83 @@
+"""The user's line that made an eager call: for error locations and the number of outputs.
+
+The number of outputs of an op with optional outputs is, in compiled code, the number
+of names the call is assigned to (``y, mask = op.Dropout(x)`` binds two).  Eager mode
+reads the same fact from the caller's bytecode: a call whose result is immediately
+unpacked (``UNPACK_SEQUENCE n``) asks for ``n`` outputs.  The lookup is cached per
+(code object, instruction offset), so it costs a dict lookup after the first time.
+"""
+
+from __future__ import annotations
+
+import dis
+import linecache
+import os
+import sys
+from types import CodeType, FrameType
+
+from dsl.ir import SourceLocation
+
+__all__ = ["user_frame", "caller_location", "unpacked_count"]
+
+_EAGER_DIR = os.path.dirname(os.path.abspath(__file__))
+_INTERNAL_FILES = {
+    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "opsets.py"),
+    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "script.py"),
+    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "indexing.py"),
+}
+
+
+def _internal(code: CodeType) -> bool:
+    filename = code.co_filename
+    return filename.startswith(_EAGER_DIR + os.sep) or filename in _INTERNAL_FILES
+
+
+def user_frame() -> FrameType | None:
+    """The innermost frame outside eager/ and the dsl facade (the user's code)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _internal(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def caller_location() -> SourceLocation | None:
+    """Where the user's code called into eager mode, for error messages."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    line = frame.f_lineno or 0
+    text = linecache.getline(frame.f_code.co_filename, line)
+    column = len(text) - len(text.lstrip()) if text else 0
+    return SourceLocation(frame.f_code.co_filename, line, column, text.rstrip("\n"))
+
+
+_UNPACK_BY_SITE: dict[tuple[CodeType, int], int | None] = {}
+
+
+def unpacked_count() -> int | None:
+    """How many names the user's call result is unpacked into, or None if it is not unpacked."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    key = (frame.f_code, frame.f_lasti)
+    if key in _UNPACK_BY_SITE:
+        return _UNPACK_BY_SITE[key]
+    found = _unpack_after(frame.f_code, frame.f_lasti)
+    if len(_UNPACK_BY_SITE) > 4096:
+        _UNPACK_BY_SITE.clear()
+    _UNPACK_BY_SITE[key] = found
+    return found
+
+
+def _unpack_after(code: CodeType, offset: int) -> int | None:
+    passed = False
+    for instruction in dis.get_instructions(code):
+        if instruction.offset == offset:
+            passed = True
+            continue
+        if not passed or instruction.opname in ("CACHE", "EXTENDED_ARG", "PRECALL"):
+            continue
+        if instruction.opname == "UNPACK_SEQUENCE":
+            return int(instruction.arg or 0)
+        return None
+    return None

@@ -1,0 +1,157 @@
+"""If, Loop and Scan whose bodies are ``@graph()`` Python functions, run as Python.
+
+In compiled code a ``@graph()`` function becomes a subgraph attribute; eagerly there is
+no graph to build: ``If`` calls the branch the condition picks, ``Loop`` and ``Scan``
+call the body once per iteration, each time with EagerTensors, so a breakpoint inside
+a body stops on real values and values the body reads from the enclosing function are
+simply the closure's.  The iteration rules are the ONNX ones: Loop runs while
+``i < M`` (when M is given) and ``cond`` (when given), returns the final loop-carried
+values and the per-iteration scan outputs stacked on axis 0; Scan slices each scan
+input along its axis (reversed for direction 1) and stacks each scan output likewise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dsl.errors import DslTypeError, OpCallError
+from dsl.opsets import Op
+from eager.call_site import caller_location
+from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
+
+__all__ = ["has_graph_function", "run_control_flow"]
+
+
+def _is_graph_function(value: Any) -> bool:
+    # Recognised by shape, not imported: dsl.script is the facade above eager, not below it.
+    return type(value).__name__ == "GraphFunction" and hasattr(value, "python_function")
+
+
+def has_graph_function(kwargs: dict[str, Any]) -> bool:
+    """True when an attribute is a ``@graph()`` function (so the op runs as Python here)."""
+    return any(_is_graph_function(value) for value in kwargs.values())
+
+
+def _tensor(value: Any) -> EagerTensor | None:
+    if value is None or isinstance(value, EagerTensor):
+        return value
+    from eager import values
+
+    if values.is_torch_tensor(value):
+        return EagerTensor(values.torch_to_numpy(value), True)
+    return EagerTensor(np.asarray(value))
+
+
+def _results(value: Any) -> list[EagerTensor]:
+    items = list(value) if isinstance(value, (tuple, list)) else [value]
+    return [_tensor(item) for item in items]  # type: ignore[misc]
+
+
+def _body(op: Op, kwargs: dict[str, Any], name: str) -> Any:
+    body = kwargs.get(name)
+    if not _is_graph_function(body):
+        raise OpCallError(
+            f"{op.name} needs {name}= as a @graph() function to run eagerly",
+            caller_location(),
+            hint=f"decorate a nested function with @graph() and pass it as {name}=...",
+        )
+    return body.python_function
+
+
+def run_control_flow(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run If/Loop/Scan with Python bodies; results as call_op would return them."""
+    stay_eager = IN_EAGER_SCRIPT.get() or any(isinstance(a, EagerTensor) for a in args)
+    token = IN_EAGER_SCRIPT.set(True)
+    try:
+        if op.name == "If":
+            outputs = _run_if(op, args, kwargs)
+        elif op.name == "Loop":
+            outputs = _run_loop(op, args, kwargs)
+        elif op.name == "Scan":
+            outputs = _run_scan(op, args, kwargs)
+        else:
+            raise OpCallError(
+                f"{op.name} cannot run a @graph() function eagerly",
+                caller_location(),
+                hint="eager mode runs @graph() bodies of If, Loop and Scan",
+            )
+    finally:
+        IN_EAGER_SCRIPT.reset(token)
+    if not stay_eager:
+        from eager import values
+
+        from_torch = any(t.from_torch for t in outputs)
+        outputs = [values.numpy_to_torch(t.array) if from_torch else t.array for t in outputs]  # type: ignore[misc]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _run_if(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+    if len(args) != 1:
+        op.check_inputs(len(args), caller_location())
+    condition = _tensor(args[0])
+    branch = _body(op, kwargs, "then_branch" if bool(condition) else "else_branch")
+    return _results(branch())
+
+
+def _run_loop(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+    op.check_inputs(len(args), caller_location())
+    body = _body(op, kwargs, "body")
+    trip = _tensor(args[0]) if len(args) > 0 else None
+    condition = _tensor(args[1]) if len(args) > 1 else None
+    carried = [_tensor(v) for v in args[2:]]
+    limit = None if trip is None else int(trip)
+    keep_going = True if condition is None else bool(condition)
+    scans: list[list[np.ndarray]] = []
+    i = 0
+    while (limit is None or i < limit) and keep_going:
+        results = _results(body(EagerTensor(np.array(i, np.int64)), EagerTensor(np.array(keep_going)), *carried))
+        if len(results) < 1 + len(carried):
+            raise DslTypeError(
+                f"the Loop body returns {len(results)} value(s); it must return the condition, then the "
+                f"{len(carried)} loop-carried value(s), then any scan outputs",
+                caller_location(),
+            )
+        keep_going = bool(results[0])
+        carried = results[1: 1 + len(carried)]
+        step_scans = results[1 + len(carried):]
+        if not scans:
+            scans = [[] for _ in step_scans]
+        for collected, value in zip(scans, step_scans):
+            collected.append(value.array)
+        i += 1
+    stacked = [EagerTensor(np.stack(collected)) for collected in scans]
+    return [*carried, *stacked]  # type: ignore[list-item]
+
+
+def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+    body = _body(op, kwargs, "body")
+    if "num_scan_inputs" not in kwargs:
+        raise OpCallError("Scan requires attribute num_scan_inputs", caller_location(),
+                          hint="pass num_scan_inputs=... as a keyword argument")
+    n_scan = int(kwargs["num_scan_inputs"])
+    tensors = [_tensor(v) for v in args]
+    states = tensors[: len(tensors) - n_scan]
+    inputs = [t.array for t in tensors[len(tensors) - n_scan:]]  # type: ignore[union-attr]
+    axes = list(kwargs.get("scan_input_axes", [0] * n_scan))
+    directions = list(kwargs.get("scan_input_directions", [0] * n_scan))
+    inputs = [np.moveaxis(a, axis, 0) for a, axis in zip(inputs, axes)]
+    inputs = [a[::-1] if d else a for a, d in zip(inputs, directions)]
+    steps = inputs[0].shape[0] if inputs else 0
+    scans: list[list[np.ndarray]] = []
+    for step in range(steps):
+        results = _results(body(*states, *[EagerTensor(np.ascontiguousarray(a[step])) for a in inputs]))
+        states = results[: len(states)]
+        step_scans = results[len(states):]
+        if not scans:
+            scans = [[] for _ in step_scans]
+        for collected, value in zip(scans, step_scans):
+            collected.append(value.array)
+    out_axes = list(kwargs.get("scan_output_axes", [0] * len(scans)))
+    out_directions = list(kwargs.get("scan_output_directions", [0] * len(scans)))
+    outputs = []
+    for collected, axis, direction in zip(scans, out_axes, out_directions):
+        stacked = np.stack(collected[::-1] if direction else collected)
+        outputs.append(EagerTensor(np.ascontiguousarray(np.moveaxis(stacked, 0, axis))))
+    return [*states, *outputs]  # type: ignore[list-item]

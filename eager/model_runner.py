@@ -1,0 +1,491 @@
+"""Whole-model execution, node by node, with every intermediate value kept by name.
+
+``eager.run`` accepts what a user debugging a model has at hand — an ``.onnx`` path, a
+``ModelProto``/``FunctionProto``, a ``@script`` function, an IR ``Function``/``Model`` —
+turns it into protos (IR through ``converter.to_onnx``, the one serialiser; protos are
+walked directly, so this never depends on the proto -> IR reader), and runs each node as
+a one-op kernel from the same cache as ``op.X(...)`` calls.  Calls to model-local
+functions run their bodies node by node too, so values inside a function are captured
+(as ``"<call node>/<inner name>"``).
+
+If and Loop run natively: the branch the condition picks, or the body once per
+iteration, runs node by node like the main graph (reading enclosing scopes through a
+``ChainMap``), so values inside are captured too (``"<If node>/then_branch/<name>"``,
+``"<Loop node>/<iteration>/<name>"``) and a failing node inside a body is named.  Their
+rules are short (pick a branch; iterate while ``i < M`` and ``cond``, stack the scan
+outputs).  Every other node with subgraph attributes (Scan, SequenceMap, ...) runs as
+a one-node model: the values its bodies read from enclosing scopes become extra inputs
+of that model, and the model-local functions and opsets come along; that delegates
+Scan's axes and directions to a backend that implements the spec instead of
+re-implementing them, at the price of not capturing values inside those bodies.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+from typing import Any, NamedTuple
+
+import numpy as np
+import onnx
+import onnx.defs
+import onnx.numpy_helper
+
+from dsl import ir, types
+from dsl.errors import DslTypeError, EagerError, ModelLoadError
+from eager import values
+from eager.call_site import caller_location
+from eager.kernels import KernelBuildError, KernelSpec, build_kernel
+from eager.sessions import KERNELS, LAST
+
+__all__ = ["run", "RunResult"]
+
+
+class RunResult(NamedTuple):
+    """Outputs of a run, and (``capture=True``) every value by name in execution order."""
+
+    outputs: list[Any]
+    values: dict[str, Any]
+
+
+class _Program(NamedTuple):
+    graph: onnx.GraphProto | onnx.FunctionProto
+    opsets: dict[str, int]
+    functions: dict[tuple[str, str], onnx.FunctionProto]
+    input_types: dict[str, onnx.TypeProto]
+
+
+def run(model_or_function: Any, inputs: Any = (), capture: bool = False) -> Any:
+    """Run a model or function node by node on real inputs.
+
+    ``inputs`` is a list (in input order) or a dict by input name of numpy arrays (lists
+    of arrays for sequence inputs).  Returns the list of outputs; with ``capture=True`` a
+    :class:`RunResult` whose ``values`` holds every input, initializer and node output
+    by name.
+
+    >>> import numpy as np, onnx.helper as oh, eager
+    >>> graph = oh.make_graph([oh.make_node("Relu", ["x"], ["y"]), oh.make_node("Neg", ["y"], ["z"])], "g",
+    ...     [oh.make_tensor_value_info("x", 1, [2])], [oh.make_tensor_value_info("z", 1, [2])])
+    >>> result = eager.run(oh.make_model(graph), [np.array([-1.0, 2.0], dtype=np.float32)], capture=True)
+    >>> result.values["y"]
+    array([0., 2.], dtype=float32)
+    """
+    program = _load(model_or_function)
+    env: dict[str, Any] = {}
+    graph = program.graph
+    input_names = list(graph.input) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.input]
+    if isinstance(graph, onnx.GraphProto):
+        for initializer in graph.initializer:
+            env[initializer.name] = onnx.numpy_helper.to_array(initializer)
+    _bind_inputs(input_names, inputs, program.input_types, env)
+    attributes = _function_defaults(graph) if isinstance(graph, onnx.FunctionProto) else {}
+    runner = _Runner(program, dict(env) if capture else None)
+    runner.run_nodes(graph.node, env, attributes, "")
+    output_names = list(graph.output) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.output]
+    missing = [name for name in output_names if name not in env]
+    if missing:
+        raise EagerError(f"the graph's output(s) {', '.join(missing)} are never computed", caller_location())
+    outputs = [env[name] for name in output_names]
+    if capture:
+        return RunResult(outputs, runner.captured if runner.captured is not None else {})
+    return outputs
+
+
+# ------------------------------------------------------------------------- loading
+
+
+def _load(obj: Any) -> _Program:
+    if isinstance(obj, (str, os.PathLike)):
+        try:
+            obj = onnx.load(os.fspath(obj))
+        except Exception as err:
+            raise ModelLoadError(f"cannot read {os.fspath(obj)!r}: {err}", caller_location()) from None
+    if isinstance(obj, (bytes, bytearray)):
+        try:
+            obj = onnx.load_model_from_string(bytes(obj))
+        except Exception as err:
+            raise ModelLoadError(f"the bytes are not a ModelProto: {err}", caller_location()) from None
+    if isinstance(obj, (ir.Function, ir.Model)):
+        from converter.to_onnx import model_to_proto
+
+        obj = model_to_proto(obj, infer_output_types=False)
+    elif hasattr(obj, "to_model_proto") and hasattr(obj, "python_function"):  # a ScriptFunction
+        obj = obj.to_model_proto()
+    if isinstance(obj, onnx.ModelProto):
+        return _Program(
+            obj.graph,
+            _opset_dict(obj.opset_import),
+            {(f.domain, f.name): f for f in obj.functions},
+            {v.name: v.type for v in obj.graph.input},
+        )
+    if isinstance(obj, onnx.FunctionProto):
+        return _Program(obj, _opset_dict(obj.opset_import), {}, {})
+    if isinstance(obj, onnx.GraphProto):
+        return _Program(obj, {"": onnx.defs.onnx_opset_version()}, {}, {v.name: v.type for v in obj.input})
+    raise DslTypeError(
+        f"eager.run cannot run a {type(obj).__name__}",
+        caller_location(),
+        hint="pass an .onnx path, a ModelProto, a FunctionProto, a @script function, or an ir.Function/ir.Model",
+    )
+
+
+def _opset_dict(imports: Any) -> dict[str, int]:
+    return {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in imports}
+
+
+def _function_defaults(function: onnx.FunctionProto) -> dict[str, onnx.AttributeProto]:
+    return {a.name: a for a in function.attribute_proto}
+
+
+def _bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProto], env: dict[str, Any]) -> None:
+    if isinstance(inputs, dict):
+        unknown = [name for name in inputs if name not in names]
+        if unknown:
+            raise EagerError(
+                f"the model has no input named {', '.join(map(repr, unknown))}",
+                caller_location(),
+                hint=f"its inputs are: {', '.join(names)}",
+            )
+        given = dict(inputs)
+    else:
+        inputs = list(inputs)
+        if len(inputs) > len(names):
+            raise EagerError(
+                f"the model takes {len(names)} input(s), got {len(inputs)}",
+                caller_location(),
+                hint=f"its inputs are: {', '.join(names)}",
+            )
+        given = dict(zip(names, inputs))
+    for name in names:
+        if name not in given:
+            if name in env:  # an initializer that doubles as an input with a default
+                continue
+            raise EagerError(f"input {name!r} of the model is missing", caller_location(),
+                             hint=f"its inputs are: {', '.join(names)}")
+        value = _as_value(given[name])
+        _check_declared(name, value, declared.get(name))
+        env[name] = value
+
+
+def _as_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_as_value(v) for v in value]
+    if values.is_torch_tensor(value):
+        return values.torch_to_numpy(value)
+    if value is None:
+        return None
+    array = np.asarray(value)
+    return array.astype(object) if array.dtype.kind in "US" else array
+
+
+def _check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> None:
+    if declared is None or not declared.HasField("tensor_type") or not isinstance(value, np.ndarray):
+        return
+    tensor_type = declared.tensor_type
+    elem = values.elem_type_of_array(value)
+    if tensor_type.elem_type and elem is not None and elem != tensor_type.elem_type:
+        raise DslTypeError(
+            f"input {name!r} of the model is {types.element_type_name(tensor_type.elem_type)}, got "
+            f"{types.element_type_name(elem)}{list(value.shape)}",
+            caller_location(),
+            hint=f"convert it with .astype({types.numpy_dtype(tensor_type.elem_type).name!r})",
+        )
+    if tensor_type.HasField("shape"):
+        dims = tensor_type.shape.dim
+        if len(dims) != value.ndim:
+            raise DslTypeError(
+                f"input {name!r} of the model has rank {len(dims)}, got shape {list(value.shape)}",
+                caller_location(),
+            )
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value != value.shape[axis]:
+                raise DslTypeError(
+                    f"input {name!r} of the model has size {dim.dim_value} on axis {axis}, got shape "
+                    f"{list(value.shape)}",
+                    caller_location(),
+                )
+
+
+# ------------------------------------------------------------------------ execution
+
+
+def _signature(value: Any) -> tuple[Any, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        first = value[0] if value else np.zeros(0, np.float32)
+        return ("seq", values.elem_type_of_array(np.asarray(first)) or 1, np.ndim(first))
+    elem = values.elem_type_of_array(value)
+    if elem is None:
+        raise EagerError(f"a value of dtype {value.dtype} has no ONNX element type")
+    return (elem, value.ndim)
+
+
+@functools.cache
+def _since_version(domain: str, op_type: str, version: int) -> int | None:
+    try:
+        return int(onnx.defs.get_schema(op_type, version, domain).since_version)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _graph_attributes(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    found = []
+    for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.GRAPH:
+            found.append(attribute.g)
+        elif attribute.type == onnx.AttributeProto.GRAPHS:
+            found.extend(attribute.graphs)
+    return found
+
+
+def _outer_names(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph reads that it does not define (read from enclosing scopes), in order."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    used: dict[str, None] = {}
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in defined:
+                used.setdefault(name, None)
+        for sub in _graph_attributes(node):
+            for name in _outer_names(sub):
+                if name not in defined:
+                    used.setdefault(name, None)
+        defined.update(node.output)
+    for output in graph.output:
+        if output.name not in defined:
+            used.setdefault(output.name, None)
+    return list(used)
+
+
+class _Runner:
+    def __init__(self, program: _Program, captured: dict[str, Any] | None) -> None:
+        self.program = program
+        self.captured = captured
+
+    def run_nodes(
+        self,
+        nodes: Any,
+        env: dict[str, Any],
+        attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> None:
+        for index, node in enumerate(nodes):
+            inputs = []
+            for name in node.input:
+                if not name:
+                    inputs.append(None)
+                elif name in env:
+                    inputs.append(env[name])
+                else:
+                    raise EagerError(
+                        f"node {index} ({node.op_type} {node.name!r}) reads {name!r}, which no earlier node, input "
+                        "or initializer defines",
+                        caller_location(),
+                        hint="the graph is not in topological order, or the name is misspelled",
+                    )
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            function = self.program.functions.get((node.domain, node.op_type))
+            inner_prefix = f"{prefix}{node.name or f'{node.op_type}{index}'}/"
+            if function is not None:
+                outputs = self.call_function(function, node, inputs, attributes, inner_prefix)
+            elif domain == "" and node.op_type == "If":
+                outputs = self.run_if(node, inputs, env, attributes, inner_prefix)
+            elif domain == "" and node.op_type == "Loop":
+                outputs = self.run_loop(node, inputs, env, attributes, inner_prefix)
+            else:
+                outputs = self.run_node(node, domain, inputs, env, attributes, index)
+            for name, value in zip(node.output, outputs):
+                if name:
+                    env[name] = value
+                    if self.captured is not None:
+                        self.captured[prefix + name] = value
+
+    def run_graph(
+        self,
+        graph: onnx.GraphProto,
+        bound: dict[str, Any],
+        env: Any,
+        attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> list[Any]:
+        """Run a subgraph whose nodes also read the enclosing scopes (``env``)."""
+        local = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+        local.update(bound)
+        scope = collections.ChainMap(local, env)
+        if self.captured is not None:
+            for name, value in bound.items():
+                self.captured[prefix + name] = value
+        self.run_nodes(graph.node, scope, attributes, prefix)  # type: ignore[arg-type]
+        missing = [o.name for o in graph.output if o.name not in scope]
+        if missing:
+            raise EagerError(f"subgraph {graph.name!r} never computes its output(s) {', '.join(missing)}",
+                             caller_location())
+        return [scope[o.name] for o in graph.output]
+
+    def run_if(
+        self,
+        node: onnx.NodeProto,
+        inputs: list[Any],
+        env: Any,
+        attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> list[Any]:
+        """If, natively: the branch the condition picks runs node by node (and is captured)."""
+        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        condition = inputs[0] if inputs else None
+        if condition is None or np.asarray(condition).size != 1:
+            raise EagerError(f"If {node.name!r} needs a one-element condition, got {_describe(node, inputs)}",
+                             caller_location())
+        chosen = "then_branch" if bool(np.asarray(condition).reshape(())) else "else_branch"
+        if chosen not in branches:
+            raise EagerError(f"If {node.name!r} has no {chosen} attribute", caller_location())
+        return self.run_graph(branches[chosen], {}, env, attributes, f"{prefix}{chosen}/")
+
+    def run_loop(
+        self,
+        node: onnx.NodeProto,
+        inputs: list[Any],
+        env: Any,
+        attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> list[Any]:
+        """Loop, natively: one body run per iteration, ONNX's rules for M, cond and scan outputs."""
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if body is None:
+            raise EagerError(f"Loop {node.name!r} has no body attribute", caller_location())
+        padded = [*inputs, None, None][: max(len(inputs), 2)]
+        trip, condition, carried = padded[0], padded[1], list(padded[2:])
+        limit = None if trip is None else int(np.asarray(trip).reshape(()))
+        keep_going = True if condition is None else bool(np.asarray(condition).reshape(()))
+        names = [v.name for v in body.input]
+        n_carried = len(carried)
+        scans: list[list[Any]] = [[] for _ in body.output[1 + n_carried:]]
+        iteration = 0
+        while (limit is None or iteration < limit) and keep_going:
+            bound = dict(zip(names, [np.array(iteration, np.int64), np.array(keep_going), *carried]))
+            results = self.run_graph(body, bound, env, attributes, f"{prefix}{iteration}/")
+            keep_going = bool(np.asarray(results[0]).reshape(()))
+            carried = results[1: 1 + n_carried]
+            for collected, value in zip(scans, results[1 + n_carried:]):
+                collected.append(value)
+            iteration += 1
+        stacked = []
+        for collected, output in zip(scans, body.output[1 + n_carried:]):
+            if collected:
+                stacked.append(np.stack(collected))
+            else:
+                elem = output.type.tensor_type.elem_type or types.FLOAT.enum
+                stacked.append(np.zeros((0,), dtype=types.numpy_dtype(elem)))
+        return [*carried, *stacked]
+
+    def call_function(
+        self,
+        function: onnx.FunctionProto,
+        node: onnx.NodeProto,
+        inputs: list[Any],
+        outer_attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> list[Any]:
+        bound = _function_defaults(function)
+        for attribute in node.attribute:
+            bound[attribute.name] = _resolve(attribute, outer_attributes)
+        inner: dict[str, Any] = dict(zip(function.input, inputs))
+        saved = self.program
+        opsets = dict(saved.opsets)
+        opsets.update(_opset_dict(function.opset_import))
+        self.program = saved._replace(opsets=opsets)
+        try:
+            self.run_nodes(function.node, inner, bound, prefix)
+        finally:
+            self.program = saved
+        return [inner.get(name) for name in function.output]
+
+    def run_node(
+        self,
+        node: onnx.NodeProto,
+        domain: str,
+        inputs: list[Any],
+        env: dict[str, Any],
+        attributes: dict[str, onnx.AttributeProto],
+        index: int,
+    ) -> list[Any]:
+        version = self.program.opsets.get(domain, self.program.opsets.get("", onnx.defs.onnx_opset_version()))
+        resolved = [_resolve(a, attributes) for a in node.attribute]
+        resolved = [a for a in resolved if a is not None]
+        while inputs and inputs[-1] is None:
+            inputs = inputs[:-1]
+        signature = tuple(_signature(v) for v in inputs)
+        subgraphs = _graph_attributes(node)
+        outer: tuple[tuple[str, Any], ...] = ()
+        arrays = list(inputs)
+        functions: tuple[onnx.FunctionProto, ...] = ()
+        if subgraphs:
+            names: dict[str, None] = {}
+            for sub in subgraphs:
+                for name in _outer_names(sub):
+                    names.setdefault(name, None)
+            outer = tuple((name, _signature(env[name])) for name in names if name in env)
+            arrays += [env[name] for name, _ in outer]
+            functions = tuple(self.program.functions.values())
+        key = (
+            "node", domain, node.op_type, version,
+            b"".join(a.SerializeToString() for a in resolved),
+            signature, len(node.output), outer, tuple(id(f) for f in functions),
+        )
+        kernel = KERNELS.get(key)
+        if kernel is None:
+            spec = KernelSpec(
+                domain, node.op_type, version, _since_version(domain, node.op_type, version), resolved,
+                signature, len(node.output), outer, functions,
+                self.program.opsets if subgraphs else None,
+            )
+            try:
+                kernel = KERNELS.add(key, lambda: build_kernel(spec))
+            except KernelBuildError as err:
+                raise EagerError(
+                    f"node {index} ({_describe(node, inputs)}) cannot run in either backend:\n"
+                    f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
+                    caller_location(),
+                ) from None
+        LAST.kernel = kernel
+        try:
+            return list(kernel.run(arrays))
+        except Exception as ort_error:
+            message = f"{kernel.backend}: {ort_error}"
+            if kernel.backend == "onnx.reference" and kernel.fallback_reason:
+                message = f"onnxruntime: {kernel.fallback_reason}\n{message}"
+            if kernel.backend == "onnxruntime":
+                try:
+                    return list(kernel.fallback().run(arrays))
+                except Exception as reference_error:
+                    message += f"\nonnx.reference: {reference_error}"
+            raise EagerError(f"node {index} ({_describe(node, inputs)}) failed:\n{message}", caller_location()) from None
+
+
+def _resolve(attribute: onnx.AttributeProto, bound: dict[str, onnx.AttributeProto]) -> onnx.AttributeProto | None:
+    """The attribute with a function-attribute reference replaced by the caller's value."""
+    if not attribute.ref_attr_name:
+        return attribute
+    value = bound.get(attribute.ref_attr_name)
+    if value is None:
+        return None  # an unset optional attribute: the op's default applies
+    resolved = onnx.AttributeProto()
+    resolved.CopyFrom(value)
+    resolved.name = attribute.name
+    return resolved
+
+
+def _describe(node: onnx.NodeProto, inputs: list[Any]) -> str:
+    parts = []
+    for name, value in zip(node.input, inputs):
+        if value is None:
+            parts.append(f"{name or '_'}=None")
+        elif isinstance(value, list):
+            parts.append(f"{name}: sequence of {len(value)}")
+        else:
+            elem = values.elem_type_of_array(value)
+            parts.append(f"{name}: {types.element_type_name(elem or 0)}{list(value.shape)}")
+    label = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+    return f"{label} {node.name!r}({', '.join(parts)})" if node.name else f"{label}({', '.join(parts)})"

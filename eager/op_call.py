@@ -1,0 +1,372 @@
+"""``op.X(...)`` outside ``@script``: check the call, find its kernel, run it, convert back.
+
+The hot path (a cache hit) is: classify each argument (numpy array, EagerTensor,
+Python literal, torch tensor, None), build the cache key, one dict lookup, one kernel
+run.  Every check that depends only on the key (argument count, attribute names and
+kinds, element types against the schema) runs on a miss only: a key that hits was
+checked when it was first seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dsl import types
+from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
+from dsl.operators import literal_elem_type
+from dsl.opsets import Op
+from eager import values
+from eager.attributes import attribute_key, attribute_protos
+from eager.call_site import caller_location, unpacked_count
+from eager.control_flow import has_graph_function, run_control_flow
+from eager.kernels import KernelBuildError, KernelSpec, build_kernel
+from eager.sessions import KERNELS, LAST
+from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
+
+__all__ = ["call_op", "OpFacts"]
+
+_LITERAL = "literal"  # placeholder in the signature until the literal's type is decided
+# Python number literal -> its array, per element type (``x * 2.0`` in a loop builds it once).
+_LITERALS: dict[tuple[type, Any, int], np.ndarray] = {}
+
+
+class OpFacts:
+    """What eager calls need to know about an Op, computed once and kept on the Op."""
+
+    __slots__ = ("ambiguous_outputs", "default_outputs", "formal_types", "key", "single_type")
+
+    def __init__(self, op: Op) -> None:
+        self.key = (op.domain, op.name, op.since_version or op.version, op.version if op.schema is None else 0)
+        self.default_outputs = op.default_output_count()
+        self.ambiguous_outputs = op.max_outputs > self.default_outputs
+        schema = op.schema
+        self.formal_types: list[str] = [] if schema is None else [f.type_str for f in schema.inputs]
+        self.single_type: dict[str, int | None] = {}
+        if schema is not None:
+            from dsl.opsets import _elem_of_type_str
+
+            for constraint in schema.type_constraints:
+                allowed = list(constraint.allowed_type_strs)
+                if len(allowed) == 1:
+                    self.single_type[constraint.type_param_str] = _elem_of_type_str(allowed[0])
+            for formal in schema.inputs:
+                if formal.type_str.startswith("tensor("):
+                    self.single_type[formal.type_str] = _elem_of_type_str(formal.type_str)
+
+    def formal_type(self, index: int) -> str | None:
+        if not self.formal_types:
+            return None
+        return self.formal_types[min(index, len(self.formal_types) - 1)]
+
+
+def facts_of(op: Op) -> OpFacts:
+    facts = op._eager_key
+    if facts is None:
+        facts = op._eager_key = OpFacts(op)
+    return facts
+
+
+def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], num_outputs: int | None = None) -> Any:
+    """Run one op on concrete values; what ``op.Add(x, y)`` does outside ``@script``.
+
+    Inputs are numpy arrays, numpy scalars, Python numbers/lists (literals that take the
+    element type of a tensor beside them), torch tensors (then outputs are torch tensors)
+    or None for an omitted optional input; ``kwargs`` are the attributes.  Returns one
+    array, or a tuple when several outputs are asked for: by ``num_outputs``, by
+    unpacking the call (``y, mask = op.Dropout(x)``), or by the schema (``TopK``).
+
+    >>> import numpy as np
+    >>> from dsl import opset18 as op
+    >>> op.Add(np.array([1.0, 2.0], dtype=np.float32), 1)
+    array([2., 3.], dtype=float32)
+    """
+    if kwargs and has_graph_function(kwargs):
+        return run_control_flow(op, args, kwargs)
+    facts = op._eager_key
+    if facts is None:
+        facts = facts_of(op)
+    arrays: list[Any] = []
+    signature: list[Any] = []
+    torch_in = False
+    eager_in = False
+    literals = False
+    for index, value in enumerate(args):
+        cls = type(value)
+        if cls is np.ndarray:
+            array = value
+        elif cls is EagerTensor:
+            array = value.array
+            torch_in = torch_in or value.from_torch
+            eager_in = True
+        elif value is None:
+            arrays.append(None)
+            signature.append(None)
+            continue
+        elif cls in (int, float, bool, list, tuple):
+            arrays.append(value)
+            signature.append(_LITERAL)
+            literals = True
+            continue
+        else:
+            array, from_torch = _coerce(op, index, value)
+            torch_in = torch_in or from_torch
+        elem = values.ELEM_BY_DTYPE.get(array.dtype)
+        if elem is None:
+            elem = _elem_or_raise(op, index, array)
+            if elem == types.STRING.enum and array.dtype != object:
+                array = array.astype(object)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        arrays.append(array)
+        signature.append((elem, array.ndim))
+    if literals:
+        _decide_literals(op, facts, arrays, signature)
+
+    if num_outputs is None:
+        num_outputs = facts.default_outputs
+        if facts.ambiguous_outputs:
+            num_outputs = _outputs_asked(op, arrays, kwargs, facts.default_outputs)
+    key = (facts.key, attribute_key(kwargs) if kwargs else (), tuple(signature), num_outputs)
+    kernel = KERNELS.get(key)
+    if kernel is None:
+        kernel = KERNELS.add(key, lambda: _prepare(op, facts, args, kwargs, signature, num_outputs, arrays))
+    LAST.kernel = kernel
+    try:
+        outputs = kernel.run(arrays)
+    except Exception as runtime_error:
+        outputs = _run_fallback(op, kernel, arrays, signature, runtime_error)
+    if eager_in or IN_EAGER_SCRIPT.get():
+        outputs = [None if o is None else EagerTensor(o, torch_in) for o in outputs]
+    elif torch_in:
+        outputs = [None if o is None else values.numpy_to_torch(o) for o in outputs]
+    if num_outputs == 1:
+        return outputs[0]
+    return tuple(outputs)
+
+
+def _coerce(op: Op, index: int, value: Any) -> tuple[np.ndarray, bool]:
+    if values.is_torch_tensor(value):
+        return values.torch_to_numpy(value), True
+    if isinstance(value, np.ndarray):
+        return np.asarray(value), False
+    if isinstance(value, np.generic):
+        return np.asarray(value), False
+    if isinstance(value, EagerTensor):
+        return value.array, value.from_torch
+    if isinstance(value, (str, bytes)):
+        return np.array(value, dtype=object), False
+    if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
+        return np.asarray(value), False
+    raise DslTypeError(
+        f"input {_input_name(op, index)!r} of {op.name} is a {type(value).__name__}, which is not a tensor",
+        caller_location(),
+        hint="pass numpy arrays, torch tensors, Python numbers or None (an omitted optional input)",
+    )
+
+
+def _elem_or_raise(op: Op, index: int, array: np.ndarray) -> int:
+    elem = values.elem_type_of_array(array)
+    if elem is None:
+        raise DslTypeError(
+            f"input {_input_name(op, index)!r} of {op.name} has dtype {array.dtype}, which ONNX has no element type for",
+            caller_location(),
+            hint="convert it with .astype(...) to a numeric, bool or string dtype",
+        )
+    return elem
+
+
+def _input_name(op: Op, index: int) -> str:
+    names = op.input_names
+    if not names:
+        return f"#{index}"
+    if index < len(names):
+        return names[index]
+    return f"{names[-1]}[{index - len(names) + 1}]"
+
+
+def _decide_literals(op: Op, facts: OpFacts, arrays: list[Any], signature: list[Any]) -> None:
+    """A literal takes the type of a tensor bound to the same type parameter (as compiled)."""
+    by_formal: dict[str | None, int] = {}
+    first_tensor: int | None = None
+    for index, sig in enumerate(signature):
+        if sig is not None and sig is not _LITERAL:
+            by_formal.setdefault(facts.formal_type(index), sig[0])
+            if first_tensor is None:
+                first_tensor = sig[0]
+    for index, sig in enumerate(signature):
+        if sig is not _LITERAL:
+            continue
+        value = arrays[index]
+        formal = facts.formal_type(index)
+        partner = by_formal.get(formal)
+        if partner is None:
+            partner = facts.single_type.get(formal or "")
+        elem = literal_elem_type(value, partner) if partner is not None else None
+        if elem is None:
+            if formal is None and first_tensor is not None:
+                elem = literal_elem_type(value, first_tensor)
+            else:
+                elem = types.element_type_of_python(value)
+        if elem is None:
+            raise DslTypeError(
+                f"input {_input_name(op, index)!r} of {op.name}: cannot make a tensor of {value!r}",
+                caller_location(),
+                hint="pass a numpy array with an explicit dtype",
+            )
+        cls = type(value)
+        # -0.0 == 0.0 as a key, but not as a value: zero floats are not cached.
+        cacheable = cls is int or cls is bool or (cls is float and value != 0.0)
+        cache_key = (cls, value, elem) if cacheable else None
+        cached = _LITERALS.get(cache_key) if cache_key is not None else None
+        if cached is not None:
+            arrays[index] = cached
+            signature[index] = (elem, 0)
+            continue
+        try:
+            array = values.python_scalar_array(value, elem)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise DslTypeError(
+                f"input {_input_name(op, index)!r} of {op.name}: {value!r} is not a {types.element_type_name(elem)}"
+                f" ({err})",
+                caller_location(),
+                hint="pass a numpy array with an explicit dtype",
+            ) from None
+        if elem == types.STRING.enum:
+            array = array.astype(object)
+        if cache_key is not None and len(_LITERALS) < 1024:
+            array.flags.writeable = False  # shared by every call with this literal
+            _LITERALS[cache_key] = array
+        arrays[index] = array
+        signature[index] = (elem, array.ndim)
+
+
+def _outputs_asked(op: Op, arrays: list[Any], kwargs: dict[str, Any], default: int) -> int:
+    asked = unpacked_count()
+    if asked is not None:
+        return asked
+    if op.domain == "" and op.name == "Split":
+        if "num_outputs" in kwargs:
+            return int(kwargs["num_outputs"])
+        if len(arrays) > 1 and arrays[1] is not None:
+            return int(np.asarray(arrays[1]).size)
+        raise OpCallError(
+            "Split needs to know how many outputs to make",
+            caller_location(),
+            hint="pass num_outputs=..., a split input, or unpack the result: a, b = op.Split(x, ...)",
+        )
+    graph_outputs = _subgraph_output_count(op, kwargs)
+    return graph_outputs if graph_outputs is not None else default
+
+
+def _subgraph_output_count(op: Op, kwargs: dict[str, Any]) -> int | None:
+    if op.domain != "":
+        return None
+    body = kwargs.get("then_branch") if op.name == "If" else kwargs.get("body")
+    if body is None:
+        return None
+    outputs = getattr(body, "output", None)
+    if outputs is None:
+        outputs = getattr(body, "outputs", None)
+    if outputs is None:
+        return None
+    return max(len(outputs) - (1 if op.name == "Loop" else 0), 1)
+
+
+def _describe_inputs(op: Op, args: tuple[Any, ...] | list[Any], arrays: list[Any], signature: list[Any]) -> str:
+    parts = []
+    for index, (array, sig) in enumerate(zip(arrays, signature)):
+        name = _input_name(op, index)
+        if sig is None:
+            parts.append(f"{name}=None")
+        elif sig is _LITERAL:
+            parts.append(f"{name}={array!r}")
+        else:
+            shape = ", ".join(str(d) for d in np.shape(array))
+            parts.append(f"{name}: {types.element_type_name(sig[0])}[{shape}]")
+    return f"{op.name}({', '.join(parts)})"
+
+
+def _prepare(
+    op: Op,
+    facts: OpFacts,
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+    signature: list[Any],
+    num_outputs: int,
+    arrays: list[Any],
+) -> Any:
+    location = caller_location()
+    op.check_call(len(signature), kwargs, location)
+    op.check_outputs(num_outputs, location)
+    _check_required_inputs(op, signature, location)
+    protos = attribute_protos(op, kwargs, location)
+    op.check_input_types([None if s is None else s[0] for s in signature], location)
+    spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
+    try:
+        return build_kernel(spec)
+    except KernelBuildError as err:
+        raise EagerError(
+            f"{_describe_inputs(op, args, arrays, signature)} failed in both backends:\n"
+            f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
+            location,
+            hint=_input_hint(op),
+        ) from None
+
+
+def _check_required_inputs(op: Op, signature: list[Any], location: Any) -> None:
+    if op.schema is None:
+        return
+    import onnx.defs
+
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    for index, formal in enumerate(op.schema.inputs[: len(signature)]):
+        if signature[index] is None and formal.option != optional:
+            raise OpCallError(
+                f"input {formal.name!r} of {op.name} is required, got None",
+                location,
+                hint=f"the inputs of {op.name} are ({', '.join(op.input_names)})",
+            )
+
+
+def _input_hint(op: Op) -> str:
+    if op.schema is None:
+        return "check the op's inputs and attributes against its definition"
+    constraints = "; ".join(
+        f"{c.type_param_str} in {{{', '.join(sorted(c.allowed_type_strs))}}}" for c in op.schema.type_constraints
+    )
+    return f"{op.name}({', '.join(op.input_names)}) at {op.opset.describe()}" + (
+        f"; {constraints}" if constraints else ""
+    )
+
+
+class _RuntimeFallback:
+    """The backend report of a call that onnxruntime failed and onnx.reference ran."""
+
+    backend = "onnx.reference"
+
+    def __init__(self, label: str, reason: str) -> None:
+        self.label = label
+        self.fallback_reason = reason
+
+
+def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: list[Any], runtime_error: Exception) -> Any:
+    if isinstance(runtime_error, DslError):
+        raise runtime_error
+    first = f"{kernel.backend}: {runtime_error}"
+    if kernel.backend == "onnx.reference" and kernel.fallback_reason:
+        first = f"onnxruntime: {kernel.fallback_reason}\n{first}"
+    if kernel.backend == "onnxruntime":
+        try:
+            outputs = kernel.fallback().run(arrays)
+        except Exception as reference_error:
+            first += f"\nonnx.reference: {reference_error}"
+        else:
+            LAST.kernel = _RuntimeFallback(kernel.label, str(runtime_error))
+            return outputs
+    raise EagerError(
+        f"{_describe_inputs(op, arrays, arrays, signature)} failed:\n{first}",
+        caller_location(),
+        hint=_input_hint(op),
+    ) from None

@@ -1,0 +1,168 @@
+"""Calling a ``@script`` function with arrays: its Python body runs as Python.
+
+The body is not compiled: ``script_function.python_function`` is called with the tensor
+arguments wrapped in :class:`EagerTensor`, so ``if``/``for``/``while`` run natively, a
+breakpoint stops on real values, and a traceback points at the user's own line.  Ops
+and operators inside run one by one through :func:`eager.call_op`.  Parameters
+annotated with a tensor type are checked (element type, rank) before the body starts;
+Python numbers given for them become tensors of the annotated type, as a constant would
+in the exported model.  Attribute parameters are passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import numpy as np
+
+from dsl import ir, types
+from dsl.errors import DslTypeError
+from eager import values
+from eager.call_site import caller_location
+from eager.tensor import IN_EAGER_SCRIPT, OPERATOR_OPSET, EagerTensor
+
+__all__ = ["call_script"]
+
+_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[inspect.Signature, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any]]:
+    found = _SIGNATURES.get(python_function)
+    if found is None:
+        signature = inspect.signature(python_function)
+        annotations: dict[str, Any] = {}
+        for name, parameter in signature.parameters.items():
+            annotation = parameter.annotation
+            if isinstance(annotation, str):
+                annotation = _resolve_string_annotation(python_function, annotation)
+            annotations[name] = types.to_ir_type(annotation)
+        found = (signature, annotations)
+        _SIGNATURES[python_function] = found
+    return found
+
+
+def _resolve_string_annotation(python_function: Any, text: str) -> Any:
+    try:
+        return eval(text, getattr(python_function, "__globals__", {}))  # annotations under `from __future__`
+    except Exception:
+        return None
+
+
+def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a scripted function's Python body on real values; what ``fn(x, y)`` does.
+
+    Arrays (numpy or torch) come in; numpy arrays come out (torch tensors if torch came
+    in), a tuple for several outputs.  Inside another eagerly running body the results
+    stay EagerTensors.
+
+    >>> import numpy as np
+    >>> from dsl import script, FLOAT, opset18 as op
+    >>> @script()
+    ... def double(x: FLOAT[...]) -> FLOAT[...]:
+    ...     return x + x
+    >>> double(np.array([1.0], dtype=np.float32))        # doctest: +SKIP
+    array([2.], dtype=float32)
+    """
+    python_function = script_function.python_function
+    signature, annotations = _signature(python_function)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as err:
+        raise DslTypeError(
+            f"{script_function.name}: {err}",
+            caller_location(),
+            hint=f"the parameters of {script_function.name} are {signature}",
+        ) from None
+    nested = IN_EAGER_SCRIPT.get()
+    torch_in = False
+    for name, value in bound.arguments.items():
+        wrapped, from_torch = _wrap(script_function.name, name, value, annotations.get(name))
+        bound.arguments[name] = wrapped
+        torch_in = torch_in or from_torch
+    in_script = IN_EAGER_SCRIPT.set(True)
+    opset_token = OPERATOR_OPSET.set(script_function.opset) if script_function.opset is not None else None
+    try:
+        result = python_function(*bound.args, **bound.kwargs)
+    finally:
+        IN_EAGER_SCRIPT.reset(in_script)
+        if opset_token is not None:
+            OPERATOR_OPSET.reset(opset_token)
+    if nested:
+        return result
+    return _unwrap(result, torch_in)
+
+
+def _wrap(function_name: str, name: str, value: Any, declared: Any) -> tuple[Any, bool]:
+    if isinstance(value, EagerTensor):
+        _check_declared(function_name, name, value.array, declared)
+        return value, value.from_torch
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        _check_declared(function_name, name, array, declared)
+        return EagerTensor(array), False
+    if values.is_torch_tensor(value):
+        array = values.torch_to_numpy(value)
+        _check_declared(function_name, name, array, declared)
+        return EagerTensor(array, True), True
+    if isinstance(declared, ir.TensorType) and isinstance(value, (bool, int, float, list, tuple)):
+        try:
+            array = np.asarray(value, dtype=types.numpy_dtype(declared.elem_type))
+        except (TypeError, ValueError, OverflowError) as err:
+            raise DslTypeError(
+                f"{function_name}: argument {name!r} is declared {declared!r}, got {value!r} ({err})",
+                caller_location(),
+            ) from None
+        _check_declared(function_name, name, array, declared)
+        return EagerTensor(array), False
+    return value, False
+
+
+def _check_declared(function_name: str, name: str, array: np.ndarray, declared: Any) -> None:
+    if not isinstance(declared, ir.TensorType):
+        return
+    elem = values.elem_type_of_array(array)
+    if elem is not None and elem != declared.elem_type and not (
+        elem == types.STRING.enum and declared.elem_type == types.STRING.enum
+    ):
+        raise DslTypeError(
+            f"{function_name}: argument {name!r} is declared {declared!r}, got "
+            f"{types.element_type_name(elem)}{list(array.shape)}",
+            caller_location(),
+            hint=f"convert it: x.astype({types.numpy_dtype(declared.elem_type).name!r})",
+        )
+    if declared.shape is None:
+        return
+    if len(declared.shape) != array.ndim:
+        raise DslTypeError(
+            f"{function_name}: argument {name!r} is declared {declared!r} (rank {len(declared.shape)}), got shape "
+            f"{list(array.shape)} (rank {array.ndim})",
+            caller_location(),
+            hint="reshape the input, or declare the parameter with [...] for any rank",
+        )
+    for axis, (want, got) in enumerate(zip(declared.shape, array.shape)):
+        if isinstance(want, int) and want != got:
+            raise DslTypeError(
+                f"{function_name}: argument {name!r} is declared {declared!r}, got shape {list(array.shape)} "
+                f"(axis {axis} is {got}, not {want})",
+                caller_location(),
+            )
+
+
+def _unwrap(result: Any, torch_in: bool) -> Any:
+    if isinstance(result, tuple):
+        return tuple(_unwrap(item, torch_in) for item in result)
+    if isinstance(result, list):
+        return [_unwrap(item, torch_in) for item in result]
+    if isinstance(result, EagerTensor):
+        return values.numpy_to_torch(result.array) if torch_in else result.array
+    if values.is_torch_tensor(result) or result is None:
+        return result
+    if isinstance(result, (bool, int, float)):  # a Python literal returned: typed as compiled code types it
+        array = np.asarray(result, dtype=types.numpy_dtype(types.element_type_of_python(result) or types.FLOAT.enum))
+        return values.numpy_to_torch(array) if torch_in else array
+    if isinstance(result, (np.ndarray, np.generic)):
+        array = np.asarray(result)
+        return values.numpy_to_torch(array) if torch_in else array
+    return result

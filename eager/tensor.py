@@ -1,0 +1,266 @@
+"""EagerTensor: a concrete value inside an eagerly run ``@script`` body.
+
+Its Python operators run the ONNX ops the compiler would emit for the same expression
+(both read :mod:`dsl.operators`), so ``x % 2`` or ``a & b`` mean in a debugger exactly
+what they mean in the exported graph — not numpy's promotion rules.  Conversions to
+Python (``bool``, ``int``, ``float``, ``__index__``) let native ``if``/``for``/``while``
+decide on real values; ``__array__`` hands the data to numpy and ``repr`` shows it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import numpy as np
+
+from dsl import types
+from dsl.errors import DslTypeError, UnsupportedSyntaxError
+from dsl.operators import COMPARE, binary_spelling, unary_spelling
+from eager.values import ELEM_BY_DTYPE, elem_type_of_array
+
+__all__ = ["EagerTensor", "operator_opset", "OPERATOR_OPSET", "IN_EAGER_SCRIPT"]
+
+# The ai.onnx opset whose ops Python operators stand for (the running script's opset).
+OPERATOR_OPSET: contextvars.ContextVar[Any] = contextvars.ContextVar("eager_operator_opset", default=None)
+# True while a @script body runs eagerly: op results stay EagerTensors there.
+IN_EAGER_SCRIPT: contextvars.ContextVar[bool] = contextvars.ContextVar("eager_in_script", default=False)
+
+
+_DEFAULT_OPSET: list[Any] = []
+
+
+def operator_opset() -> Any:
+    """The opset Python operators use: the running script's, else the newest onnxruntime loads."""
+    found = OPERATOR_OPSET.get()
+    if found is not None:
+        return found
+    if not _DEFAULT_OPSET:
+        from dsl.onnxruntime_limits import max_opset
+        from dsl.opsets import get_opset
+
+        _DEFAULT_OPSET.append(get_opset("", max_opset()))
+    return _DEFAULT_OPSET[0]
+
+
+_CALL_OP: list[Any] = []
+_NO_ATTRIBUTES: dict[str, Any] = {}  # shared and never mutated: call_op only reads attributes
+
+
+def _call(op_type: str, inputs: tuple[Any, ...], attributes: tuple[tuple[str, int], ...]) -> Any:
+    if not _CALL_OP:
+        from eager.op_call import call_op
+
+        _CALL_OP.append(call_op)
+    return _CALL_OP[0](operator_opset().get_op(op_type), inputs, dict(attributes) if attributes else _NO_ATTRIBUTES)
+
+
+class EagerTensor:
+    """A tensor value (a numpy array underneath) with ONNX operator semantics.
+
+    >>> import numpy as np
+    >>> from eager import EagerTensor
+    >>> x = EagerTensor(np.array([1, 2, 3], dtype=np.int64))
+    >>> x % 2
+    EagerTensor(INT64[3], [1 0 1])
+    """
+
+    __slots__ = ("__weakref__", "array", "from_torch")
+    __array_ufunc__ = None  # numpy defers to our reflected operators: ONNX semantics win
+
+    def __init__(self, array: np.ndarray, from_torch: bool = False) -> None:
+        self.array = array
+        self.from_torch = from_torch
+
+    # ------------------------------------------------------------------ description
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @property
+    def elem_type(self) -> int:
+        """The ONNX element type (a ``TensorProto.DataType`` number)."""
+        found = ELEM_BY_DTYPE.get(self.array.dtype)
+        if found is None:
+            found = elem_type_of_array(self.array)
+        return types.STRING.enum if found is None else found
+
+    @property
+    def rank(self) -> int:
+        return self.array.ndim
+
+    ndim = rank
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array (no copy)."""
+        return self.array
+
+    def __repr__(self) -> str:
+        name = types.element_type_name(self.elem_type)
+        shape = ", ".join(str(d) for d in self.array.shape)
+        return f"EagerTensor({name}[{shape}], {np.array2string(self.array, threshold=64)})"
+
+    def __str__(self) -> str:
+        return str(self.array)
+
+    # -------------------------------------------------------- conversions to Python
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if dtype is not None and np.dtype(dtype) != self.array.dtype:
+            return self.array.astype(dtype)
+        return self.array.copy() if copy else self.array
+
+    def _scalar(self, kind: str) -> Any:
+        if self.array.size != 1:
+            raise DslTypeError(
+                f"{kind}() of a tensor of shape {list(self.array.shape)}: only a one-element tensor has one value",
+                hint="reduce it first (op.ReduceMax, op.ReduceSum...) or compare element-wise with op.Equal",
+            )
+        return self.array.reshape(()).item()
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar("bool"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __index__(self) -> int:
+        if self.array.dtype.kind not in "iub":
+            raise DslTypeError(
+                f"a {types.element_type_name(self.elem_type)} tensor cannot be used as an index",
+                hint="cast it to an integer type with op.Cast(x, to=INT64.enum)",
+            )
+        return int(self._scalar("index"))
+
+    def __len__(self) -> int:
+        if self.array.ndim == 0:
+            raise DslTypeError("len() of a scalar tensor", hint="use op.Size(x) or x.shape")
+        return int(self.array.shape[0])
+
+    # ------------------------------------------------------------- ONNX operators
+
+    def _binary(self, ast_op: str, left: Any, right: Any) -> Any:
+        spelling = binary_spelling(ast_op, self.elem_type)
+        return _call(spelling.op_type, (left, right), spelling.attributes)
+
+    def __add__(self, other: Any) -> Any:
+        return self._binary("Add", self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._binary("Add", other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._binary("Sub", self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._binary("Sub", other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._binary("Mult", self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._binary("Mult", other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._binary("Div", self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._binary("Div", other, self)
+
+    def __matmul__(self, other: Any) -> Any:
+        return self._binary("MatMult", self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return self._binary("MatMult", other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._binary("Pow", self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return self._binary("Pow", other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._binary("Mod", self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return self._binary("Mod", other, self)
+
+    def __and__(self, other: Any) -> Any:
+        return self._binary("BitAnd", self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return self._binary("BitAnd", other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return self._binary("BitOr", self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return self._binary("BitOr", other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return self._binary("BitXor", self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return self._binary("BitXor", other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        raise UnsupportedSyntaxError(
+            "'//' has no ONNX operator", hint="write op.Floor(a / b) for floats, or a / b (ONNX Div) for integers"
+        )
+
+    __rfloordiv__ = __floordiv__
+
+    def _unary(self, ast_op: str) -> Any:
+        spelling = unary_spelling(ast_op, self.elem_type)
+        return _call(spelling.op_type, (self,), spelling.attributes)
+
+    def __neg__(self) -> Any:
+        return self._unary("USub")
+
+    def __pos__(self) -> Any:
+        return self._unary("UAdd")
+
+    def __invert__(self) -> Any:
+        return self._unary("Invert")
+
+    def _compare(self, ast_op: str, other: Any) -> Any:
+        spelling = COMPARE[ast_op]
+        result = _call(spelling.op_type, (self, other), spelling.attributes)
+        if spelling.negate:
+            result = _call("Not", (result,), ())
+        return result
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare("Eq", other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare("NotEq", other)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._compare("Lt", other)
+
+    def __le__(self, other: Any) -> Any:
+        return self._compare("LtE", other)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._compare("Gt", other)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._compare("GtE", other)
+
+    __hash__ = None  # type: ignore[assignment]  # == is element-wise, as in numpy
+
+    # ------------------------------------------------------------------ indexing
+
+    def __getitem__(self, index: Any) -> Any:
+        from eager.indexing import eager_getitem
+
+        return eager_getitem(self, index)

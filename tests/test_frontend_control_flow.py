@@ -1,0 +1,87 @@
+"""Random programs with if/else, for, break and continue: the exported model (onnxruntime)
+must compute what the same Python function computes when Python runs it on numpy
+scalars, an oracle independent of the compiler and of the eager evaluator."""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import run_model
+
+VARIABLES = ("a", "b", "c")
+_counter = itertools.count()
+
+
+@st.composite
+def expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    if depth >= 2 or draw(st.booleans()):
+        return draw(st.sampled_from([*VARIABLES, "0.5", "1.5", "2.0", "-1.0"]))
+    operator = draw(st.sampled_from(["+", "-", "*"]))
+    return f"({draw(expressions(depth + 1))} {operator} {draw(expressions(depth + 1))})"
+
+
+@st.composite
+def conditions(draw: st.DrawFn, loop_variable: str | None) -> str:
+    if loop_variable is not None and draw(st.booleans()):
+        return f"{loop_variable} {draw(st.sampled_from(['<', '>', '==', '!=']))} {draw(st.integers(0, 3))}"
+    return f"{draw(expressions())} {draw(st.sampled_from(['<', '>', '<=', '>=']))} {draw(expressions())}"
+
+
+@st.composite
+def blocks(draw: st.DrawFn, indent: int, depth: int, loop_variable: str | None) -> list[str]:
+    lines: list[str] = []
+    pad = "    " * indent
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["assign", "assign", "if", "for", "while"] if depth < 2 else ["assign"]))
+        if kind == "assign":
+            lines.append(f"{pad}{draw(st.sampled_from(VARIABLES))} = {draw(expressions())}")
+        elif kind == "if":
+            lines.append(f"{pad}if {draw(conditions(loop_variable))}:")
+            lines += draw(blocks(indent + 1, depth + 1, loop_variable))
+            if loop_variable is not None and draw(st.booleans()):
+                lines.append(f"{pad}    {draw(st.sampled_from(['break', 'continue']))}")
+            if draw(st.booleans()):
+                lines.append(f"{pad}else:")
+                lines += draw(blocks(indent + 1, depth + 1, loop_variable))
+        elif kind == "for":
+            variable = f"i{depth}"
+            bound = draw(st.sampled_from(["n", "3", "0"]))
+            lines.append(f"{pad}for {variable} in range({bound}):")
+            lines += draw(blocks(indent + 1, depth + 1, variable))
+        else:  # a while loop whose counter moves first, so continue cannot make it endless
+            counter = f"w{depth}"
+            bound = draw(st.sampled_from(["n", "2"]))
+            lines += [f"{pad}{counter} = 0", f"{pad}while {counter} < {bound}:", f"{pad}    {counter} = {counter} + 1"]
+            lines += draw(blocks(indent + 1, depth + 1, counter))
+    return lines
+
+
+def define(body: list[str]) -> object:
+    text = (
+        "from dsl import script, FLOAT, INT64\n"
+        "@script()\n"
+        "def program(a: FLOAT, b: FLOAT, n: INT64) -> tuple[FLOAT, FLOAT, FLOAT]:\n"
+        "    c = a * 0.5\n" + "\n".join(body) + "\n    return a, b, c\n"
+    )
+    filename = f"<control-flow-{next(_counter)}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace: dict = {}
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace["program"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(blocks(1, 0, None), st.floats(-3, 3, width=32), st.floats(-3, 3, width=32), st.integers(0, 4))
+def test_random_control_flow_matches_python(body: list[str], a: float, b: float, n: int) -> None:
+    program = define(body)
+    inputs = [np.array(a, np.float32), np.array(b, np.float32), np.array(n, np.int64)]
+    expected = program.python_function(np.float32(a), np.float32(b), np.int64(n))
+    got = run_model(program.to_model_proto(), inputs)
+    with np.errstate(all="ignore"):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, np.float32(e), rtol=1e-5, atol=1e-5, err_msg="\n".join(body))

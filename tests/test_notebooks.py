@@ -1,0 +1,61 @@
+"""Every notebook in notebooks/ runs top to bottom without a cell error.
+
+The kernel is this interpreter, through a kernel spec written to a temporary folder, so
+the test needs no ``python -m ipykernel install`` on a fresh machine and runs the
+notebooks against the same installation as the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+KERNEL_NAME = "onnxquill-test-python"
+
+
+@pytest.fixture()
+def kernel_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    spec_folder = tmp_path / "kernels" / KERNEL_NAME
+    spec_folder.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python (onnxquill tests)",
+        "language": "python",
+    }
+    (spec_folder / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    # The kernel imports dsl from the checkout even when the package is not installed.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return KERNEL_NAME
+
+
+def test_there_is_a_notebook() -> None:
+    assert NOTEBOOKS, "notebooks/ should hold the tutorial"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs(path: Path, kernel_name: str) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name=kernel_name,
+        timeout=120,
+        resources={"metadata": {"path": str(ROOT)}},
+    )
+    client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    assert not errors

@@ -1,0 +1,171 @@
+"""Packaging, CI and project standards: what a fresh clone needs to install, run and stay clean."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; CI runs 3.11
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def readme_commands() -> list[str]:
+    """The shell commands of the README's ```bash blocks."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_quick_start_has_demo_and_test_commands() -> None:
+    commands = readme_commands()
+    assert any(c.startswith("python3 -m pip install -e .") and c.endswith("onnxquill demo") for c in commands)
+    assert any("pytest" in c for c in commands)
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    test_command = next(c for c in readme_commands() if "pytest" in c)
+    script = (ROOT / ".ci" / "run").read_text()
+    lines = [line.strip() for line in script.splitlines()]
+    assert test_command in lines, f"{test_command!r} is not a line of .ci/run"
+    assert lines[0].startswith("#!") and "bash" in lines[0]
+    assert "set -euo pipefail" in lines
+    assert os.access(ROOT / ".ci" / "run", os.X_OK), ".ci/run must be executable"
+
+
+def _packages_on_disk() -> set[str]:
+    found = set()
+    for init in ROOT.glob("*/**/__init__.py"):
+        relative = init.parent.relative_to(ROOT)
+        if relative.parts[0] in {"tests", "bench", "notebooks", "build"} or any(p.startswith(".") for p in relative.parts):
+            continue
+        found.add(".".join(relative.parts))
+    return found
+
+
+def test_pyproject_lists_every_package() -> None:
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    assert listed == _packages_on_disk()
+
+
+def test_version_matches_package() -> None:
+    import dsl
+
+    assert PYPROJECT["project"]["version"] == dsl.__version__
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("wheel")
+    build_dir = tmp_path_factory.mktemp("source")
+    # Build from a copy of what the wheel needs, so the checkout gets no build/ or egg-info.
+    source = build_dir / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for top in {p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]}:
+        shutil.copytree(ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(target), "."],
+        cwd=source,
+        check=True,
+        capture_output=True,
+    )
+    (found,) = target.glob("onnxquill-*.whl")
+    return found
+
+
+def test_wheel_ships_packages_typing_marker_and_command(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+        metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    for package in _packages_on_disk():
+        assert package.replace(".", "/") + "/__init__.py" in names, package
+    for package in ("dsl", "converter", "eager"):
+        assert f"{package}/py.typed" in names
+    assert "onnxquill = converter.cli:main" in entry_points
+    for requirement in ("onnx", "numpy", "onnxruntime", "ml_dtypes"):
+        assert f"Requires-Dist: {requirement}" in metadata
+    assert not any(n.startswith("tests/") for n in names)
+
+
+def _run_python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def test_import_dsl_does_not_load_onnxruntime() -> None:
+    loaded = _run_python(
+        "import sys, dsl; from dsl import script, FLOAT, opset18; "
+        "print(sorted(m for m in ('onnxruntime', 'torch', 'onnxscript', 'converter.to_onnx') if m in sys.modules))"
+    )
+    assert loaded == "[]"
+
+
+def test_command_line_help() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "converter.cli", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "demo" in result.stdout
+
+
+def test_ruff_is_clean() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+
+
+def test_demo_command_runs_and_matches_numpy() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "converter.cli", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "ir_version: 8" in result.stdout  # the printed ONNX text of the layer_norm model
+    assert "onnxruntime: loaded and ran" in result.stdout and "eager call" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("OK:")
+
+
+def test_readme_python_examples_run(tmp_path: Path) -> None:
+    """The README's Python blocks run in order; the error example prints what the README shows."""
+    from dsl import DslError
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    checked_error = False
+    for index, (language, code) in enumerate(blocks):
+        if language != "python":
+            continue
+        path = tmp_path / f"readme_block_{index}.py"
+        path.write_text(code)
+        try:
+            exec(compile(code, str(path), "exec"), namespace)
+        except DslError as error:
+            shown = blocks[index + 1][1]  # the README's rendering of this error follows the code
+            assert str(error).split(": error: ", 1)[1].strip() == shown.split(": error: ", 1)[1].strip()
+            checked_error = True
+    assert checked_error
+
+
+def test_compile_speed_bench_runs() -> None:
+    """A smoke run of the benchmark at toy sizes, so the script cannot rot unnoticed."""
+    result = subprocess.run(
+        [sys.executable, "bench/compile_speed.py", "--repeats", "2", "--sizes", "50", "--import-repeats", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert any(r.startswith("| compile layer_norm (ms) | ") for r in rows)
+    assert any(r.startswith("| to_model_proto, 50 statements (µs/node) | ") for r in rows)
+    assert any(r.startswith("| import dsl (ms, ratio to onnx) | ") for r in rows)
+    assert "n/a" not in next(r for r in rows if r.startswith("| compile layer_norm")).split("|")[2]

@@ -1,0 +1,99 @@
+"""The ONNX backend data models (light, simple, pytorch-converted, pytorch-operator):
+model -> Python -> @script -> model.
+
+Each must come back isomorphic to the original; where onnxruntime runs the original to
+the stored expected outputs (``test_data_set_*``; for the light models the expected
+``*_output_0.pb`` on the runner's dummy inputs), the rebuilt model must run to them too.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any
+
+import onnx
+import pytest
+from onnx import numpy_helper
+from onnx.backend.test.runner import Runner
+
+from converter.compare import first_difference
+from tests.roundtrip import assert_outputs_close, round_trip, run
+
+pytestmark = pytest.mark.slow
+
+DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+# The runner's tolerances for the light models (onnx/backend/test/case/model/__init__.py).
+_LIGHT_RTOL = {"densenet121": 2e-3}
+
+# relative model path -> why the round trip cannot be exact.
+EXCLUDED: dict[str, str] = {}
+
+
+def _model_paths() -> list[str]:
+    paths = sorted(glob.glob(os.path.join(DATA, "light", "*.onnx")))
+    for suite in ("simple", "pytorch-converted", "pytorch-operator"):
+        paths += sorted(glob.glob(os.path.join(DATA, suite, "*", "model.onnx")))
+    return [p for p in paths if not p.endswith("_output_0.pb")]
+
+
+def _read(path: str, type_proto: onnx.TypeProto) -> Any:
+    """A stored input/output, read as the proto its type says (tensor, sequence, optional)."""
+    payload = open(path, "rb").read()
+    which = type_proto.WhichOneof("value")
+    if which == "sequence_type":
+        sequence = onnx.SequenceProto()
+        sequence.ParseFromString(payload)
+        return numpy_helper.to_list(sequence)
+    if which == "optional_type":
+        optional = onnx.OptionalProto()
+        optional.ParseFromString(payload)
+        return numpy_helper.to_optional(optional)
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(payload)
+    return numpy_helper.to_array(tensor)
+
+
+def _data_sets(path: str, model: onnx.ModelProto) -> tuple[list[tuple[list[Any], list[Any]]], float, float]:
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in initializers]
+    if os.path.basename(path) != "model.onnx":  # a light model: the runner's dummy inputs
+        name = os.path.basename(path)[len("light_"):-len(".onnx")]
+        feeds = [Runner.generate_dummy_data(v, seed=0, name=name, random=False) for v in inputs]
+        expected = [_read(path[: -len(".onnx")] + "_output_0.pb", model.graph.output[0].type)]
+        return [(feeds, expected)], _LIGHT_RTOL.get(name, 1e-3), 1e-7
+    sets = []
+    for folder in sorted(glob.glob(os.path.join(os.path.dirname(path), "test_data_set_*"))):
+        feeds = [_read(p, v.type) for p, v in zip(sorted(glob.glob(os.path.join(folder, "input_*.pb"))), inputs)]
+        outputs = sorted(glob.glob(os.path.join(folder, "output_*.pb")))
+        expected = [_read(p, v.type) for p, v in zip(outputs, model.graph.output)]
+        sets.append((feeds, expected))
+    return sets, 1e-3, 1e-7
+
+
+def _runs(model: onnx.ModelProto, data_sets: list[Any], rtol: float, atol: float) -> bool:
+    try:
+        for feeds, expected in data_sets:
+            assert_outputs_close(expected, run(model, feeds), rtol, atol)
+    except Exception:  # any failure: onnxruntime cannot run the original
+        return False
+    return True
+
+
+def _param(path: str) -> Any:
+    key = os.path.relpath(path, DATA)
+    if key in EXCLUDED:
+        return pytest.param(path, id=key, marks=pytest.mark.xfail(reason=EXCLUDED[key], strict=True))
+    return pytest.param(path, id=key)
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in _model_paths()])
+def test_data_model_round_trips(path: str, tmp_path) -> None:
+    original = onnx.load(path)
+    source, rebuilt = round_trip(original, str(tmp_path))
+    difference = first_difference(original, rebuilt)
+    assert difference is None, f"{difference}\n--- generated source (start) ---\n{source[:3000]}"
+    data_sets, rtol, atol = _data_sets(path, original)
+    if _runs(original, data_sets, rtol, atol):
+        for feeds, expected in data_sets:
+            assert_outputs_close(expected, run(rebuilt, feeds), rtol, atol)
