@@ -153,7 +153,9 @@ class _Comparison:
         self.node_pairs: dict[tuple[int, int], tuple[int, int]] = {}
         self.paired_second_nodes: set[tuple[int, int]] = set()
         self.work: list[tuple[_Scope, str, _Scope, str, _Step]] = []
-        self.used_initializers: list[set[str]] = []
+        # Defaults of model-local functions' attributes, by (domain, name, overload), for
+        # each side: a call that leaves out a defaulted attribute means that default.
+        self.defaults: tuple[dict[Any, dict[str, Any]], dict[Any, dict[str, Any]]] = ({}, {})
 
     # ------------------------------------------------------------------ top level
 
@@ -178,10 +180,12 @@ class _Comparison:
                 f"model-local functions differ: only in the first {_keys(only_first)}, "
                 f"only in the second {_keys(only_second)}"
             )
+        self.defaults = (_function_defaults(first), _function_defaults(second))
         self.top_graph(first.graph, second.graph)
         self.drain()
         for key in sorted(first_functions):
             comparison = _Comparison()
+            comparison.defaults = self.defaults
             comparison.function(first_functions[key], second_functions[key], f"function {key[0]}::{key[1]}")
             comparison.drain()
 
@@ -364,8 +368,8 @@ class _Comparison:
                 raise _Different(f"{_render(node_step)}: output {index} is omitted in only one of them")
             if out_a:
                 self._pair_names(scope_a, out_a, scope_b, out_b, node_step)
-        attrs_a = {a.name: a for a in node_a.attribute}
-        attrs_b = {a.name: a for a in node_b.attribute}
+        attrs_a = self._attributes_of_call(node_a, 0)
+        attrs_b = self._attributes_of_call(node_b, 1)
         if set(attrs_a) != set(attrs_b):
             raise _Different(f"{_render(node_step)}: attributes {sorted(attrs_a)} vs {sorted(attrs_b)}")
         for name in sorted(attrs_a):
@@ -376,14 +380,25 @@ class _Comparison:
             if in_a:
                 self.work.append((scope_a, in_a, scope_b, in_b, _Step(f"input {index} ({in_a!r} vs {in_b!r})", node_step)))
 
+    def _attributes_of_call(self, node: Any, side: int) -> dict[str, Any]:
+        attrs = {a.name: a for a in node.attribute}
+        defaults = self.defaults[side].get((_domain(node.domain), node.op_type, getattr(node, "overload", "")))
+        if defaults:
+            for name, default in defaults.items():
+                attrs.setdefault(name, default)
+        return attrs
+
     def _attribute(self, attr_a: Any, attr_b: Any, scope_a: _Scope, scope_b: _Scope, step: _Step) -> None:
-        label = f"{_render(step)}: attribute {attr_a.name}"
+
+        def label() -> str:  # rendered only for a difference: paths can be long
+            return f"{_render(step)}: attribute {attr_a.name}"
+
         if attr_a.ref_attr_name != attr_b.ref_attr_name:
-            raise _Different(f"{label}: refers to {attr_a.ref_attr_name!r} vs {attr_b.ref_attr_name!r}")
+            raise _Different(f"{label()}: refers to {attr_a.ref_attr_name!r} vs {attr_b.ref_attr_name!r}")
         value_a = onnx.helper.get_attribute_value(attr_a) if not attr_a.ref_attr_name else None
         value_b = onnx.helper.get_attribute_value(attr_b) if not attr_b.ref_attr_name else None
         if attr_a.type != attr_b.type:
-            raise _Different(f"{label}: kind {_kind_name(attr_a.type)} vs {_kind_name(attr_b.type)}")
+            raise _Different(f"{label()}: kind {_kind_name(attr_a.type)} vs {_kind_name(attr_b.type)}")
         if attr_a.ref_attr_name:
             return
         kind = attr_a.type
@@ -392,28 +407,28 @@ class _Comparison:
             self._subgraph(value_a, value_b, scope_a, scope_b, f"{attr_a.name}", step)
         elif kind == A.GRAPHS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label}: {len(value_a)} graphs vs {len(value_b)}")
+                raise _Different(f"{label()}: {len(value_a)} graphs vs {len(value_b)}")
             for index, (graph_a, graph_b) in enumerate(zip(value_a, value_b)):
                 self._subgraph(graph_a, graph_b, scope_a, scope_b, f"{attr_a.name}[{index}]", step)
         elif kind == A.TENSOR:
             _compare_tensors(value_a, value_b, f"attribute {attr_a.name}", step)
         elif kind == A.TENSORS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label}: {len(value_a)} tensors vs {len(value_b)}")
+                raise _Different(f"{label()}: {len(value_a)} tensors vs {len(value_b)}")
             for tensor_a, tensor_b in zip(value_a, value_b):
                 _compare_tensors(tensor_a, tensor_b, f"attribute {attr_a.name}", step)
         elif kind == A.SPARSE_TENSOR:
             _compare_sparse(value_a, value_b, f"attribute {attr_a.name}", step)
         elif kind == A.SPARSE_TENSORS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label}: {len(value_a)} sparse tensors vs {len(value_b)}")
+                raise _Different(f"{label()}: {len(value_a)} sparse tensors vs {len(value_b)}")
             for sparse_a, sparse_b in zip(value_a, value_b):
                 _compare_sparse(sparse_a, sparse_b, f"attribute {attr_a.name}", step)
         elif kind in (A.FLOAT, A.FLOATS):
             if not _same_floats(value_a, value_b):
-                raise _Different(f"{label}: {value_a!r} vs {value_b!r}")
+                raise _Different(f"{label()}: {value_a!r} vs {value_b!r}")
         elif value_a != value_b:
-            raise _Different(f"{label}: {_short(value_a)} vs {_short(value_b)}")
+            raise _Different(f"{label()}: {_short(value_a)} vs {_short(value_b)}")
 
     def _subgraph(self, graph_a: Any, graph_b: Any, scope_a: _Scope, scope_b: _Scope, name: str, step: _Step) -> None:
         self._graph_pair(graph_a, graph_b, scope_a, scope_b, f"subgraph {name}", strict_types=False, step=step)
@@ -460,6 +475,14 @@ def _dead_sinks(scope: _Scope, unpaired: list[int]) -> list[int]:
     sinks = [i for i in unpaired if not any(o in read for o in scope.nodes[i].output if o)]
     sinks.sort(key=lambda i: (scope.nodes[i].domain, scope.nodes[i].op_type))
     return sinks
+
+
+def _function_defaults(model: onnx.ModelProto) -> dict[Any, dict[str, Any]]:
+    return {
+        (_domain(f.domain), f.name, getattr(f, "overload", "")): {a.name: a for a in f.attribute_proto}
+        for f in model.functions
+        if len(f.attribute_proto)
+    }
 
 
 def _trimmed(names: Any) -> list[str]:
@@ -598,7 +621,7 @@ def _tensor_key(tensor: Any) -> tuple[Any, ...]:
 
 
 def _compare_tensors(tensor_a: Any, tensor_b: Any, label: str, step: _Step | None) -> None:
-    where = f"{_render(step)}: {label}" if step is not None else label
+    where = _Where(step, label)
     if tensor_a.data_type != tensor_b.data_type:
         raise _Different(
             f"{where}: element type {onnx.helper.tensor_dtype_to_string(tensor_a.data_type)} vs "
@@ -625,6 +648,19 @@ def _compare_tensors(tensor_a: Any, tensor_b: Any, label: str, step: _Step | Non
         flat_b = array_b.reshape(-1)
         first = next((i for i in range(flat_a.size) if flat_a[i].tobytes() != flat_b[i].tobytes()), 0)
         raise _Different(f"{where}: values differ at flat index {first} ({flat_a[first]!r} vs {flat_b[first]!r})")
+
+
+class _Where:
+    """The place of a tensor comparison, rendered only when there is a difference."""
+
+    __slots__ = ("label", "step")
+
+    def __init__(self, step: _Step | None, label: str) -> None:
+        self.step = step
+        self.label = label
+
+    def __str__(self) -> str:
+        return f"{_render(self.step)}: {self.label}" if self.step is not None else self.label
 
 
 def _compare_sparse(sparse_a: Any, sparse_b: Any, label: str, step: _Step | None) -> None:

@@ -12,7 +12,7 @@ This module only re-exports the public API; opsets (``opset18``, ``opset``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl import ir
 from dsl.errors import (
@@ -64,6 +64,10 @@ from dsl.types import (
     Optional,
     Sequence,
 )
+
+if TYPE_CHECKING:
+    from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
+    from dsl.op_signatures import opset as opset
 
 __version__ = "0.1.0"
 

@@ -14,12 +14,19 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dsl import ir, types
 from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpError
+
+if TYPE_CHECKING:
+    # Editors and type checkers see every op with its signature (a generated stub).
+    from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset)
+    from dsl.op_signatures import OpSignatures as _OpSignatures
+else:
+    _OpSignatures = object
 
 __all__ = ["Opset", "Op", "schema_domains", "python_to_attr", "attr_kind_of_python"]
 
@@ -49,7 +56,7 @@ def schema_domains() -> dict[str, int]:
     return found
 
 
-class Opset:
+class Opset(_OpSignatures):
     """A (domain, version) pair whose attributes are the ops of that opset.
 
     >>> from dsl import Opset

@@ -16,9 +16,12 @@ first time an op falls back, an INFO record on the ``"eager"`` logger says the s
 Modules: ``op_call`` (argument handling, checks), ``sessions`` (the LRU cache and the
 backend report), ``kernels`` (one-op models, onnxruntime sessions, reference
 evaluators), ``ortvalues`` (raw buffers for bfloat16/float8/4-bit), ``values``
-(numpy/torch conversion), ``tensor`` (EagerTensor), ``indexing``, ``control_flow``
-(If/Loop/Scan with ``@graph()`` bodies), ``script_call``, ``model_runner``,
-``call_site`` (error locations, number of unpacked outputs), ``attributes``.
+(numpy/torch conversion), ``tensor`` (EagerTensor), ``sequences`` (sequence values as
+lists of tensors, :class:`EagerSequence`; optionals as their value or None),
+``indexing``, ``control_flow`` (If/Loop/Scan/SequenceMap with ``@graph()`` bodies),
+``script_call``, ``results`` (results typed by the return annotation, as compiled),
+``model_runner``, ``call_site`` (error locations, number of unpacked outputs),
+``attributes``.
 
 >>> import numpy as np
 >>> from dsl import opset18 as op
@@ -31,6 +34,7 @@ from __future__ import annotations
 from eager.model_runner import RunResult, run
 from eager.op_call import call_op
 from eager.script_call import call_script
+from eager.sequences import EagerSequence
 from eager.sessions import BackendReport, CacheInfo, cache_info, clear_cache, last_backend, set_cache_size
 from eager.tensor import EagerTensor
 
@@ -40,6 +44,7 @@ __all__ = [
     "run",
     "RunResult",
     "EagerTensor",
+    "EagerSequence",
     "set_cache_size",
     "cache_info",
     "clear_cache",

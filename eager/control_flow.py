@@ -18,7 +18,10 @@ import numpy as np
 
 from dsl.errors import DslTypeError, OpCallError
 from dsl.opsets import Op
+from eager import values
 from eager.call_site import caller_location
+from eager.results import declared_results, typed_results
+from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
 
 __all__ = ["has_graph_function", "run_control_flow"]
@@ -34,19 +37,22 @@ def has_graph_function(kwargs: dict[str, Any]) -> bool:
     return any(_is_graph_function(value) for value in kwargs.values())
 
 
-def _tensor(value: Any) -> EagerTensor | None:
-    if value is None or isinstance(value, EagerTensor):
+def _tensor(value: Any) -> Any:
+    """An input of the op as the body sees it: EagerTensor, EagerSequence or None."""
+    if value is None or isinstance(value, (EagerTensor, EagerSequence)):
         return value
-    from eager import values
-
+    if isinstance(value, list) and (not value or is_tensor_item(value[0])):
+        arrays, elem, from_torch, _ = sequence_arrays(value, None)
+        return EagerSequence([EagerTensor(a, from_torch) for a in arrays], elem)
     if values.is_torch_tensor(value):
         return EagerTensor(values.torch_to_numpy(value), True)
     return EagerTensor(np.asarray(value))
 
 
-def _results(value: Any) -> list[EagerTensor]:
-    items = list(value) if isinstance(value, (tuple, list)) else [value]
-    return [_tensor(item) for item in items]  # type: ignore[misc]
+def _call_body(body: Any, *inputs: Any) -> list[Any]:
+    """Call a body and type its results as the compiled subgraph's outputs are typed."""
+    result = typed_results(body.__name__, body(*inputs), declared_results(body))
+    return list(result) if isinstance(result, tuple) else [result]
 
 
 def _body(op: Op, kwargs: dict[str, Any], name: str) -> Any:
@@ -71,20 +77,35 @@ def run_control_flow(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str
             outputs = _run_loop(op, args, kwargs)
         elif op.name == "Scan":
             outputs = _run_scan(op, args, kwargs)
+        elif op.name == "SequenceMap":
+            outputs = _run_sequence_map(op, args, kwargs)
         else:
             raise OpCallError(
                 f"{op.name} cannot run a @graph() function eagerly",
                 caller_location(),
-                hint="eager mode runs @graph() bodies of If, Loop and Scan",
+                hint="eager mode runs @graph() bodies of If, Loop, Scan and SequenceMap",
             )
     finally:
         IN_EAGER_SCRIPT.reset(token)
     if not stay_eager:
-        from eager import values
-
-        from_torch = any(t.from_torch for t in outputs)
-        outputs = [values.numpy_to_torch(t.array) if from_torch else t.array for t in outputs]  # type: ignore[misc]
+        from_torch = any(_from_torch(t) for t in outputs)
+        outputs = [_plain(t, from_torch) for t in outputs]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _from_torch(value: Any) -> bool:
+    if isinstance(value, EagerSequence):
+        return any(_from_torch(item) for item in value)
+    return isinstance(value, EagerTensor) and value.from_torch
+
+
+def _plain(value: Any, from_torch: bool) -> Any:
+    """An output as ``call_op`` returns it outside a script: arrays (or torch tensors)."""
+    if isinstance(value, EagerSequence):
+        return EagerSequence([_plain(item, from_torch) for item in value], value.elem_type)
+    if isinstance(value, EagerTensor):
+        return values.numpy_to_torch(value.array) if from_torch else value.array
+    return value
 
 
 def _run_if(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
@@ -92,7 +113,7 @@ def _run_if(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -
         op.check_inputs(len(args), caller_location())
     condition = _tensor(args[0])
     branch = _body(op, kwargs, "then_branch" if bool(condition) else "else_branch")
-    return _results(branch())
+    return _call_body(branch)
 
 
 def _run_loop(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
@@ -106,7 +127,7 @@ def _run_loop(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     scans: list[list[np.ndarray]] = []
     i = 0
     while (limit is None or i < limit) and keep_going:
-        results = _results(body(EagerTensor(np.array(i, np.int64)), EagerTensor(np.array(keep_going)), *carried))
+        results = _call_body(body, EagerTensor(np.array(i, np.int64)), EagerTensor(np.array(keep_going)), *carried)
         if len(results) < 1 + len(carried):
             raise DslTypeError(
                 f"the Loop body returns {len(results)} value(s); it must return the condition, then the "
@@ -141,7 +162,7 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     steps = inputs[0].shape[0] if inputs else 0
     scans: list[list[np.ndarray]] = []
     for step in range(steps):
-        results = _results(body(*states, *[EagerTensor(np.ascontiguousarray(a[step])) for a in inputs]))
+        results = _call_body(body, *states, *[EagerTensor(np.ascontiguousarray(a[step])) for a in inputs])
         states = results[: len(states)]
         step_scans = results[len(states):]
         if not scans:
@@ -155,3 +176,40 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
         stacked = np.stack(collected[::-1] if direction else collected)
         outputs.append(EagerTensor(np.ascontiguousarray(np.moveaxis(stacked, 0, axis))))
     return [*states, *outputs]  # type: ignore[list-item]
+
+
+def _run_sequence_map(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The body once per position of the input sequence; each result collected into a sequence.
+
+    Additional inputs that are sequences give the body their item at the same position
+    (they must be as long as the input sequence); tensors are passed whole.
+    """
+    op.check_inputs(len(args), caller_location())
+    body = _body(op, kwargs, "body")
+    inputs = [_tensor(value) for value in args]
+    if not isinstance(inputs[0], EagerSequence):
+        raise DslTypeError("input 'input_sequence' of SequenceMap takes a sequence of tensors, got a tensor",
+                           caller_location(), hint="make a sequence with op.SequenceConstruct(...)")
+    length = len(inputs[0])
+    for position, value in enumerate(inputs[1:], start=1):
+        if isinstance(value, EagerSequence) and len(value) != length:
+            raise DslTypeError(
+                f"input {position} of SequenceMap is a sequence of {len(value)} tensor(s), the input sequence has "
+                f"{length}",
+                caller_location(),
+                hint="sequences mapped together must have the same length",
+            )
+    declared = declared_results(body)
+    collected: list[list[Any]] = [[] for _ in declared] if declared is not None else []
+    for step in range(length):
+        results = _call_body(body, *[v[step] if isinstance(v, EagerSequence) else v for v in inputs])
+        if not collected:
+            collected = [[] for _ in results]
+        for bucket, value in zip(collected, results):
+            bucket.append(value)
+    outputs = []
+    for index, bucket in enumerate(collected):
+        want = declared[index] if declared is not None else None
+        elem = bucket[0].elem_type if bucket else getattr(want, "elem_type", None)
+        outputs.append(EagerSequence(bucket, elem))
+    return outputs

@@ -32,7 +32,8 @@ __all__ = ["KernelSpec", "OrtKernel", "ReferenceKernel", "build_kernel", "Kernel
 LOGGER = logging.getLogger("eager")
 
 # Input signature entry: (element type, rank) for a tensor, ("seq", element type, rank)
-# for a sequence of tensors (eager.run only), or None for an omitted optional input.
+# for a sequence of tensors (rank None: any rank), ("opt", inner entry or None) for an
+# input the schema types ``optional(...)`` only, or None for an omitted optional input.
 InputSig = tuple[Any, ...] | None
 
 _TYPE_STR_ELEM = {
@@ -50,13 +51,29 @@ def sig_elem(sig: InputSig) -> int | None:
     """The element type in an input signature entry (of the tensors of a sequence)."""
     if sig is None:
         return None
+    if sig[0] == "opt":
+        return sig_elem(sig[1])
     return sig[1] if sig[0] == "seq" else sig[0]
 
 
-def _value_info(name: str, sig: tuple[Any, ...]) -> onnx.ValueInfoProto:
+def _type_proto(sig: tuple[Any, ...] | None) -> onnx.TypeProto:
+    if sig is None:  # an empty optional: its type is not known, and does not matter
+        return oh.make_tensor_type_proto(onnx.TensorProto.FLOAT, None)
+    if sig[0] == "opt":
+        return oh.make_optional_type_proto(_type_proto(sig[1]))
     if sig[0] == "seq":
-        return oh.make_tensor_sequence_value_info(name, sig[1], [None] * sig[2])
-    return oh.make_tensor_value_info(name, sig[0], [None] * sig[1])
+        shape = None if sig[2] is None else [None] * sig[2]
+        return oh.make_sequence_type_proto(oh.make_tensor_type_proto(sig[1], shape))
+    return oh.make_tensor_type_proto(sig[0], [None] * sig[1])
+
+
+def _value_info(name: str, sig: tuple[Any, ...]) -> onnx.ValueInfoProto:
+    return oh.make_value_info(name, _type_proto(sig))
+
+
+def _is_raw_incapable(sig: tuple[Any, ...]) -> bool:
+    """Sequences and optionals cannot be built from raw buffers (see OrtKernel._run_raw)."""
+    return sig[0] in ("seq", "opt")
 
 
 class KernelBuildError(Exception):
@@ -80,6 +97,7 @@ class KernelSpec:
         "attributes",
         "domain",
         "functions",
+        "inferred_outputs",
         "input_names",
         "inputs",
         "label",
@@ -87,6 +105,7 @@ class KernelSpec:
         "op_type",
         "opset_imports",
         "outer",
+        "present",
         "since_version",
         "version",
     )
@@ -123,6 +142,36 @@ class KernelSpec:
         self.input_names = [f"{prefix}{i}" for i, sig in enumerate(inputs) if sig is not None] + [
             name for name, _ in outer
         ]
+        # Positions of the node inputs that are fed (an empty optional is fed, as None).
+        self.present = [i for i, sig in enumerate(inputs) if sig is not None]
+        self.inferred_outputs: list[onnx.TypeProto] | None = None
+
+    def feeds(self, arrays: list[Any]) -> dict[str, Any]:
+        """Feed dict for the node inputs that are present, then the outer values."""
+        present = [arrays[i] for i in self.present] + list(arrays[len(self.inputs):])
+        return dict(zip(self.input_names, present))
+
+    def sequence_elem(self, index: int) -> int | None:
+        """The element type of sequence output ``index`` by ONNX type inference (None if unknown).
+
+        Only needed for an empty sequence, which has no tensor to read the type from.
+        """
+        if self.inferred_outputs is None:
+            import onnx.shape_inference
+
+            try:
+                model = onnx.shape_inference.infer_shapes(self.model(self.version, onnx.IR_VERSION))
+                self.inferred_outputs = [o.type for o in model.graph.output]
+            except Exception:  # inference is a nicety here: an unknown type stays unknown
+                self.inferred_outputs = []
+        if index >= len(self.inferred_outputs):
+            return None
+        found = self.inferred_outputs[index]
+        if found.HasField("optional_type"):
+            found = found.optional_type.elem_type
+        if found.HasField("sequence_type") and found.sequence_type.elem_type.HasField("tensor_type"):
+            return found.sequence_type.elem_type.tensor_type.elem_type or None
+        return None
 
     def ort_version(self) -> int:
         """The opset to stamp on the model for onnxruntime (see the module docstring)."""
@@ -215,7 +264,8 @@ class OrtKernel:
         self._run_options = onnxruntime.RunOptions()
         self._run_options.log_severity_level = 4
         self._output_elems = [_TYPE_STR_ELEM.get(o.type) for o in session.get_outputs()]
-        raw_inputs = any(sig is not None and sig_elem(sig) not in NUMPY_NATIVE for sig in spec.inputs)
+        input_elems = [sig_elem(sig) for sig in spec.inputs]
+        raw_inputs = any(elem is not None and elem not in NUMPY_NATIVE for elem in input_elems)
         raw_outputs = any(e is not None and e not in NUMPY_NATIVE for e in self._output_elems)
         self._raw = raw_inputs or raw_outputs
         # No omitted input: arrays line up with feed names one to one (the common case).
@@ -227,16 +277,14 @@ class OrtKernel:
             return self._run_raw(arrays)
         if self._dense:
             return self._run(self._output_names, dict(zip(self._input_names, arrays)), self._run_options)
-        feeds = dict(zip(self._input_names, [a for a in arrays if a is not None]))
-        return self._run(self._output_names, feeds, self._run_options)
+        return self._run(self._output_names, self.spec.feeds(arrays), self._run_options)
 
     def _run_raw(self, arrays: list[np.ndarray | None]) -> list[np.ndarray | None]:
         keep_alive: list[Any] = []
         feeds = {}
         sigs = [sig for sig in self.spec.inputs if sig is not None] + [sig for _, sig in self.spec.outer]
-        present = [a for a in arrays if a is not None]
-        for name, array, sig in zip(self._input_names, present, sigs):
-            if sig[0] == "seq":
+        for (name, array), sig in zip(self.spec.feeds(arrays).items(), sigs):
+            if _is_raw_incapable(sig):
                 raise TypeError("sequences of bfloat16/float8/4-bit tensors cannot be passed to onnxruntime")
             feeds[name] = to_ortvalue(array, sig[0], keep_alive)
         values = self._run_values(feeds, self._output_names, self._run_options)
@@ -267,8 +315,7 @@ class ReferenceKernel:
         self._input_names = spec.input_names
 
     def run(self, arrays: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        feeds = dict(zip(self._input_names, [a for a in arrays if a is not None]))
-        outputs = self._evaluator.run(None, feeds)
+        outputs = self._evaluator.run(None, self.spec.feeds(arrays))
         return [_as_onnx_value(o) for o in outputs]
 
 

@@ -21,7 +21,8 @@ from eager import values
 from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
-from eager.kernels import KernelBuildError, KernelSpec, build_kernel
+from eager.kernels import KernelBuildError, KernelSpec, build_kernel, sig_elem
+from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
 from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
 
@@ -35,7 +36,17 @@ _LITERALS: dict[tuple[type, Any, int], np.ndarray] = {}
 class OpFacts:
     """What eager calls need to know about an Op, computed once and kept on the Op."""
 
-    __slots__ = ("ambiguous_outputs", "default_outputs", "formal_types", "key", "single_type")
+    __slots__ = (
+        "ambiguous_outputs",
+        "default_outputs",
+        "formal_kinds",
+        "formal_types",
+        "key",
+        "optional_only",
+        "sequence_outputs",
+        "single_type",
+        "takes_sequences",
+    )
 
     def __init__(self, op: Op) -> None:
         self.key = (op.domain, op.name, op.since_version or op.version, op.version if op.schema is None else 0)
@@ -54,11 +65,42 @@ class OpFacts:
             for formal in schema.inputs:
                 if formal.type_str.startswith("tensor("):
                     self.single_type[formal.type_str] = _elem_of_type_str(formal.type_str)
+        # What kinds of value each formal type admits: "tensor", "seq", "optional" (of a
+        # tensor) and "optional-seq".
+        self.formal_kinds: dict[str, frozenset[str]] = {}
+        outputs_admit_sequences = schema is None
+        if schema is not None:
+            allowed_by_param = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+            for formal in (*schema.inputs, *schema.outputs):
+                allowed = allowed_by_param.get(formal.type_str, [formal.type_str])
+                self.formal_kinds[formal.type_str] = frozenset(_kind_of_type_str(a) for a in allowed)
+            outputs_admit_sequences = any(
+                not self.formal_kinds[f.type_str] <= {"tensor"} for f in schema.outputs
+            )
+        input_kinds = [self.formal_kinds.get(t, frozenset()) for t in self.formal_types]
+        self.takes_sequences = any(kinds & _SEQUENCE_KINDS for kinds in input_kinds)
+        # Formals typed optional(...) only (OptionalHasElement before opset 18): fed as optionals.
+        self.optional_only = any(kinds and kinds <= _OPTIONAL_KINDS for kinds in input_kinds)
+        self.sequence_outputs = outputs_admit_sequences
 
     def formal_type(self, index: int) -> str | None:
         if not self.formal_types:
             return None
         return self.formal_types[min(index, len(self.formal_types) - 1)]
+
+
+_SEQUENCE_KINDS = frozenset({"seq", "optional-seq"})
+_OPTIONAL_KINDS = frozenset({"optional", "optional-seq"})
+
+
+def _kind_of_type_str(type_str: str) -> str:
+    if type_str.startswith("seq("):
+        return "seq"
+    if type_str.startswith("optional(seq("):
+        return "optional-seq"
+    if type_str.startswith("optional("):
+        return "optional"
+    return "tensor"
 
 
 def facts_of(op: Op) -> OpFacts:
@@ -72,10 +114,13 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     """Run one op on concrete values; what ``op.Add(x, y)`` does outside ``@script``.
 
     Inputs are numpy arrays, numpy scalars, Python numbers/lists (literals that take the
-    element type of a tensor beside them), torch tensors (then outputs are torch tensors)
-    or None for an omitted optional input; ``kwargs`` are the attributes.  Returns one
-    array, or a tuple when several outputs are asked for: by ``num_outputs``, by
-    unpacking the call (``y, mask = op.Dropout(x)``), or by the schema (``TopK``).
+    element type of a tensor beside them), torch tensors (then outputs are torch tensors),
+    lists of tensors where the op takes a sequence, or None for an omitted optional input
+    (an empty optional where the op takes ``optional(...)`` only); ``kwargs`` are the
+    attributes.  Returns one array (an :class:`~eager.sequences.EagerSequence` for a
+    sequence, None for an empty optional), or a tuple when several outputs are asked for:
+    by ``num_outputs``, by unpacking the call (``y, mask = op.Dropout(x)``), or by the
+    schema (``TopK``).
 
     >>> import numpy as np
     >>> from dsl import opset18 as op
@@ -92,6 +137,7 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     torch_in = False
     eager_in = False
     literals = False
+    sequences = False
     for index, value in enumerate(args):
         cls = type(value)
         if cls is np.ndarray:
@@ -103,6 +149,14 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
         elif value is None:
             arrays.append(None)
             signature.append(None)
+            continue
+        elif cls is EagerSequence or (facts.takes_sequences and cls in (list, tuple) and _is_sequence(facts, index, value)):
+            items, elem, from_torch, from_eager = sequence_arrays(value, getattr(value, "elem_type", None))
+            torch_in = torch_in or from_torch
+            eager_in = eager_in or from_eager
+            arrays.append(items)
+            signature.append(("seq", elem, None))
+            sequences = True
             continue
         elif cls in (int, float, bool, list, tuple):
             arrays.append(value)
@@ -123,6 +177,10 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
         signature.append((elem, array.ndim))
     if literals:
         _decide_literals(op, facts, arrays, signature)
+    if sequences:
+        _type_empty_sequences(op, signature)
+    if facts.optional_only:
+        _as_optionals(facts, signature)
 
     if num_outputs is None:
         num_outputs = facts.default_outputs
@@ -137,13 +195,68 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
         outputs = kernel.run(arrays)
     except Exception as runtime_error:
         outputs = _run_fallback(op, kernel, arrays, signature, runtime_error)
-    if eager_in or IN_EAGER_SCRIPT.get():
+    if facts.sequence_outputs:
+        outputs = _with_sequences(kernel, outputs, torch_in, eager_in or IN_EAGER_SCRIPT.get())
+    elif eager_in or IN_EAGER_SCRIPT.get():
         outputs = [None if o is None else EagerTensor(o, torch_in) for o in outputs]
     elif torch_in:
         outputs = [None if o is None else values.numpy_to_torch(o) for o in outputs]
     if num_outputs == 1:
         return outputs[0]
     return tuple(outputs)
+
+
+def _is_sequence(facts: OpFacts, index: int, value: list[Any] | tuple[Any, ...]) -> bool:
+    """A list is a sequence where the op takes one and it holds tensors or is empty (an
+    empty list literal has no element type: compiled code rejects it as a tensor);
+    otherwise it is a list literal (``op.Reshape(x, [2, -1])``)."""
+    kinds = facts.formal_kinds.get(facts.formal_type(index) or "", frozenset())
+    if not kinds & _SEQUENCE_KINDS:
+        return False
+    return not value or is_tensor_item(value[0])
+
+
+def _type_empty_sequences(op: Op, signature: list[Any]) -> None:
+    """An empty list of unknown element type takes that of another sequence beside it, or
+    of the tensor SequenceInsert puts in it, else FLOAT (it has no element to clash with)."""
+    known = [s[1] for s in signature if s is not None and s[0] == "seq" and s[1] is not None]
+    if not known and op.domain == "" and op.name == "SequenceInsert" and len(signature) > 1:
+        known = [sig_elem(signature[1])]
+    partner = next((elem for elem in known if elem is not None), None)
+    for index, sig in enumerate(signature):
+        if sig is not None and sig[0] == "seq" and sig[1] is None:
+            signature[index] = ("seq", partner or types.FLOAT.enum, None)
+
+
+def _as_optionals(facts: OpFacts, signature: list[Any]) -> None:
+    """Inputs typed ``optional(...)`` only are fed as optionals; None is an empty one."""
+    for index in range(len(signature)):
+        kinds = facts.formal_kinds.get(facts.formal_type(index) or "")
+        if kinds and kinds <= _OPTIONAL_KINDS:
+            signature[index] = ("opt", signature[index])
+
+
+def _with_sequences(kernel: Any, outputs: list[Any], torch_in: bool, stay_eager: bool) -> list[Any]:
+    """Outputs as call_op returns them, with sequence outputs as :class:`EagerSequence`."""
+
+    def convert(array: Any) -> Any:
+        if stay_eager:
+            return EagerTensor(array, torch_in)
+        return values.numpy_to_torch(array) if torch_in else array
+
+    converted = []
+    for index, output in enumerate(outputs):
+        if output is None:
+            converted.append(None)
+        elif isinstance(output, list):
+            if output:
+                elem = values.elem_type_of_array(output[0])
+            else:
+                elem = kernel.spec.sequence_elem(index) if hasattr(kernel, "spec") else None
+            converted.append(EagerSequence([convert(item) for item in output], elem))
+        else:
+            converted.append(convert(output))
+    return converted
 
 
 def _coerce(op: Op, index: int, value: Any) -> tuple[np.ndarray, bool]:
@@ -192,9 +305,12 @@ def _decide_literals(op: Op, facts: OpFacts, arrays: list[Any], signature: list[
     first_tensor: int | None = None
     for index, sig in enumerate(signature):
         if sig is not None and sig is not _LITERAL:
-            by_formal.setdefault(facts.formal_type(index), sig[0])
+            elem_of_sig = sig_elem(sig)
+            if elem_of_sig is None:
+                continue
+            by_formal.setdefault(facts.formal_type(index), elem_of_sig)
             if first_tensor is None:
-                first_tensor = sig[0]
+                first_tensor = elem_of_sig
     for index, sig in enumerate(signature):
         if sig is not _LITERAL:
             continue
@@ -282,9 +398,14 @@ def _describe_inputs(op: Op, args: tuple[Any, ...] | list[Any], arrays: list[Any
             parts.append(f"{name}=None")
         elif sig is _LITERAL:
             parts.append(f"{name}={array!r}")
+        elif sig[0] == "opt" and array is None:
+            parts.append(f"{name}=None (an empty optional)")
+        elif sig[0] == "seq" or (sig[0] == "opt" and sig[1] is not None and sig[1][0] == "seq"):
+            elem_name = types.element_type_name(sig_elem(sig) or types.FLOAT.enum)
+            parts.append(f"{name}: sequence of {len(array)} {elem_name}")
         else:
             shape = ", ".join(str(d) for d in np.shape(array))
-            parts.append(f"{name}: {types.element_type_name(sig[0])}[{shape}]")
+            parts.append(f"{name}: {types.element_type_name(sig_elem(sig) or types.FLOAT.enum)}[{shape}]")
     return f"{op.name}({', '.join(parts)})"
 
 
@@ -302,7 +423,8 @@ def _prepare(
     op.check_outputs(num_outputs, location)
     _check_required_inputs(op, signature, location)
     protos = attribute_protos(op, kwargs, location)
-    op.check_input_types([None if s is None else s[0] for s in signature], location)
+    _check_value_kinds(op, facts, signature, location)
+    op.check_input_types([sig_elem(s) for s in signature], location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
         return build_kernel(spec)
@@ -313,6 +435,39 @@ def _prepare(
             location,
             hint=_input_hint(op),
         ) from None
+
+
+def _check_value_kinds(op: Op, facts: OpFacts, signature: list[Any], location: Any) -> None:
+    """A sequence where the op takes a tensor, or a tensor where it takes a sequence, is an
+    error the exported model would report at load time; say so before building a kernel."""
+    if op.schema is None:
+        return
+    for index, sig in enumerate(signature):
+        if sig is None:
+            continue
+        kinds = facts.formal_kinds.get(facts.formal_type(index) or "", frozenset())
+        if not kinds or kinds & _OPTIONAL_KINDS:
+            continue
+        given = "seq" if sig[0] == "seq" else "tensor"
+        if given not in kinds:
+            wanted = "a sequence of tensors" if given == "tensor" else "a tensor"
+            raise DslTypeError(
+                f"input {_input_name(op, index)!r} of {op.name} takes {wanted}, got "
+                f"{'a sequence' if given == 'seq' else 'a tensor'}",
+                location,
+                hint="make a sequence with op.SequenceConstruct(...) and take a tensor out with op.SequenceAt(...)"
+                if given == "tensor"
+                else "take a tensor out of the sequence with op.SequenceAt(seq, i) or op.ConcatFromSequence",
+            )
+    if op.domain == "" and op.name == "SequenceInsert" and len(signature) > 1 and None not in signature[:2]:
+        held, inserted = sig_elem(signature[0]), sig_elem(signature[1])
+        if held != inserted and held is not None and inserted is not None:
+            raise DslTypeError(
+                f"SequenceInsert: the sequence holds {types.element_type_name(held)}, the tensor is "
+                f"{types.element_type_name(inserted)}",
+                location,
+                hint="a sequence holds tensors of one element type; cast with op.Cast(..., to=...)",
+            )
 
 
 def _check_required_inputs(op: Op, signature: list[Any], location: Any) -> None:

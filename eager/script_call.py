@@ -6,7 +6,10 @@ breakpoint stops on real values, and a traceback points at the user's own line. 
 and operators inside run one by one through :func:`eager.call_op`.  Parameters
 annotated with a tensor type are checked (element type, rank) before the body starts;
 Python numbers given for them become tensors of the annotated type, as a constant would
-in the exported model.  Attribute parameters are passed through unchanged.
+in the exported model; ``Sequence[...]`` parameters take lists of tensors and
+``Optional[...]`` ones None.  Attribute parameters are passed through unchanged.  The
+results are typed by the return annotation as the compiler types them
+(:mod:`eager.results`): ``return 0.0`` under ``-> DOUBLE`` is a float64 0.0.
 """
 
 from __future__ import annotations
@@ -21,14 +24,19 @@ from dsl import ir, types
 from dsl.errors import DslTypeError
 from eager import values
 from eager.call_site import caller_location
+from eager.results import declared_results, typed_results
+from eager.sequences import EagerSequence, sequence_arrays
 from eager.tensor import IN_EAGER_SCRIPT, OPERATOR_OPSET, EagerTensor
 
 __all__ = ["call_script"]
 
-_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[inspect.Signature, dict[str, Any]]] = weakref.WeakKeyDictionary()
+_SIGNATURES: weakref.WeakKeyDictionary[
+    Any, tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]
+] = weakref.WeakKeyDictionary()
 
 
-def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any]]:
+def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """The signature, the IR type of each parameter, and the attribute parameters with defaults."""
     found = _SIGNATURES.get(python_function)
     if found is None:
         signature = inspect.signature(python_function)
@@ -38,7 +46,10 @@ def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any]]
             if isinstance(annotation, str):
                 annotation = _resolve_string_annotation(python_function, annotation)
             annotations[name] = types.to_ir_type(annotation)
-        found = (signature, annotations)
+        attribute_parameters = tuple(
+            (name, parameter.default) for name, parameter in signature.parameters.items() if annotations[name] is None
+        )
+        found = (signature, annotations, attribute_parameters)
         _SIGNATURES[python_function] = found
     return found
 
@@ -66,7 +77,7 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     array([2.], dtype=float32)
     """
     python_function = script_function.python_function
-    signature, annotations = _signature(python_function)
+    signature, annotations, attribute_parameters = _signature(python_function)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as err:
@@ -85,6 +96,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     opset_token = OPERATOR_OPSET.set(script_function.opset) if script_function.opset is not None else None
     try:
         result = python_function(*bound.args, **bound.kwargs)
+        attribute_values = tuple(bound.arguments.get(name, default) for name, default in attribute_parameters)
+        result = typed_results(script_function.name, result, declared_results(python_function), attribute_values)
     finally:
         IN_EAGER_SCRIPT.reset(in_script)
         if opset_token is not None:
@@ -95,6 +108,10 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
 
 
 def _wrap(function_name: str, name: str, value: Any, declared: Any) -> tuple[Any, bool]:
+    if isinstance(declared, ir.OptionalType):
+        return (None, False) if value is None else _wrap(function_name, name, value, declared.elem)
+    if isinstance(declared, ir.SequenceType) and isinstance(value, (list, tuple)):
+        return _wrap_sequence(function_name, name, value, declared)
     if isinstance(value, EagerTensor):
         _check_declared(function_name, name, value.array, declared)
         return value, value.from_torch
@@ -117,6 +134,21 @@ def _wrap(function_name: str, name: str, value: Any, declared: Any) -> tuple[Any
         _check_declared(function_name, name, array, declared)
         return EagerTensor(array), False
     return value, False
+
+
+def _wrap_sequence(
+    function_name: str, name: str, value: list[Any] | tuple[Any, ...], declared: ir.SequenceType
+) -> tuple[EagerSequence, bool]:
+    """A list of tensors for a ``Sequence[...]`` parameter: an EagerSequence, each item checked."""
+    item_type = declared.elem if isinstance(declared.elem, ir.TensorType) else None
+    for position, item in enumerate(value):
+        if isinstance(item, (EagerTensor, np.ndarray)) or values.is_torch_tensor(item):
+            array = values.torch_to_numpy(item) if values.is_torch_tensor(item) else np.asarray(item)
+            _check_declared(function_name, f"{name}[{position}]", array, item_type)
+    arrays, elem, from_torch, _ = sequence_arrays(list(value), getattr(value, "elem_type", None))
+    if elem is None and item_type is not None:
+        elem = item_type.elem_type
+    return EagerSequence([EagerTensor(a, from_torch) for a in arrays], elem), from_torch
 
 
 def _check_declared(function_name: str, name: str, array: np.ndarray, declared: Any) -> None:
@@ -151,18 +183,12 @@ def _check_declared(function_name: str, name: str, array: np.ndarray, declared: 
 
 
 def _unwrap(result: Any, torch_in: bool) -> Any:
+    """Typed results (see eager.results) as the caller gets them: numpy arrays (torch
+    tensors if torch came in), plain lists for sequences, None for an empty optional."""
     if isinstance(result, tuple):
         return tuple(_unwrap(item, torch_in) for item in result)
     if isinstance(result, list):
         return [_unwrap(item, torch_in) for item in result]
     if isinstance(result, EagerTensor):
         return values.numpy_to_torch(result.array) if torch_in else result.array
-    if values.is_torch_tensor(result) or result is None:
-        return result
-    if isinstance(result, (bool, int, float)):  # a Python literal returned: typed as compiled code types it
-        array = np.asarray(result, dtype=types.numpy_dtype(types.element_type_of_python(result) or types.FLOAT.enum))
-        return values.numpy_to_torch(array) if torch_in else array
-    if isinstance(result, (np.ndarray, np.generic)):
-        array = np.asarray(result)
-        return values.numpy_to_torch(array) if torch_in else array
     return result

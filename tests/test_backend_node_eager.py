@@ -1,6 +1,7 @@
 """Every ONNX backend node test case, run eagerly through the dsl opsets.
 
-Each single-node case whose graph inputs and outputs are tensors is called as
+Each single-node case whose graph inputs and outputs are tensors (and, separately,
+each one with sequences or optionals of tensors: lists of arrays and None) is called as
 ``get_opset(domain, version).get_op(op_type)`` on the case's own inputs and attributes
 (converted from the protos to Python values: ints, floats, str, numpy arrays, lists;
 subgraphs stay GraphProtos), and compared with the case's expected outputs at the
@@ -61,7 +62,29 @@ def selected_cases() -> list[Any]:
     return [c for c in all_cases() if len(c.model.graph.node) == 1 and _is_tensor_io(c.model)]
 
 
-def to_array(value: Any) -> np.ndarray:
+def _holds_tensors(type_proto: onnx.TypeProto) -> bool:
+    if type_proto.HasField("sequence_type"):
+        return _holds_tensors(type_proto.sequence_type.elem_type)
+    if type_proto.HasField("optional_type"):
+        return _holds_tensors(type_proto.optional_type.elem_type)
+    return type_proto.HasField("tensor_type")
+
+
+def sequence_cases() -> list[Any]:
+    """Single-node cases with a sequence or optional input or output (of tensors)."""
+    return [
+        c for c in all_cases()
+        if len(c.model.graph.node) == 1 and not _is_tensor_io(c.model)
+        and all(_holds_tensors(v.type) for v in [*c.model.graph.input, *c.model.graph.output])
+    ]
+
+
+def to_array(value: Any) -> Any:
+    """A case's value as eager mode takes it: an array, a list of arrays (a sequence), or None."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [to_array(item) for item in value]
     if isinstance(value, onnx.TensorProto):
         return onnx.numpy_helper.to_array(value)
     return np.asarray(value)
@@ -119,7 +142,13 @@ def assert_random_draw(got: Any, want: np.ndarray, probabilities: np.ndarray) ->
     assert np.all(got[probabilities == 1] == 1) and np.all(got[probabilities == 0] == 0)
 
 
-def assert_same(got: Any, want: np.ndarray, rtol: float, atol: float, name: str) -> None:
+def assert_same(got: Any, want: Any, rtol: float, atol: float, name: str) -> None:
+    if isinstance(want, list):
+        assert isinstance(got, list), f"output {name}: {type(got).__name__}, expected a sequence"
+        assert len(got) == len(want), f"output {name}: {len(got)} tensors, expected {len(want)}"
+        for position, (got_item, want_item) in enumerate(zip(got, want)):
+            assert_same(got_item, want_item, rtol, atol, f"{name}[{position}]")
+        return
     assert got is not None, f"output {name} was not produced"
     got = np.asarray(got)
     assert got.shape == want.shape, f"output {name}: shape {got.shape}, expected {want.shape}"
@@ -143,6 +172,18 @@ _CASES = selected_cases()
 
 def test_selection_count() -> None:
     assert len(_CASES) == 1439, "the onnx version changed: update the count in the report"
+
+
+_SEQUENCE_CASES = sequence_cases()
+
+
+def test_sequence_selection_count() -> None:
+    assert len(_SEQUENCE_CASES) == 23, "the onnx version changed: update the count in the report"
+
+
+@pytest.mark.parametrize("case", _SEQUENCE_CASES, ids=[c.name for c in _SEQUENCE_CASES])
+def test_sequence_node_case(case: Any) -> None:
+    run_case(case)
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[c.name for c in _CASES])

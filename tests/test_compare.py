@@ -215,17 +215,40 @@ def test_time_is_linear_in_the_number_of_nodes() -> None:
     import time
 
     def chain(length: int) -> onnx.GraphProto:
-        nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(length)]
+        # Attributes, tensors and plain ops: every kind of per-node work the walk does.
+        nodes = []
+        for i in range(length):
+            if i % 3 == 0:
+                nodes.append(helper.make_node("LeakyRelu", [f"v{i}"], [f"v{i + 1}"], alpha=0.1))
+            elif i % 3 == 1:
+                nodes.append(helper.make_node("Add", [f"v{i}", "w"], [f"v{i + 1}"]))
+            else:
+                nodes.append(helper.make_node("Pad", [f"v{i}", "pads"], [f"v{i + 1}"], mode="edge"))
         return helper.make_graph(
             nodes, "chain", [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [1])],
             [helper.make_tensor_value_info(f"v{length}", TensorProto.FLOAT, [1])],
+            initializer=[numpy_helper.from_array(np.array([0.5], np.float32), "w"),
+                         numpy_helper.from_array(np.array([0, 0], np.int64), "pads")],
         )
 
-    small, large = chain(2_000), chain(40_000)
-    start = time.perf_counter()
-    assert first_difference(small, small) is None
-    small_time = time.perf_counter() - start
-    start = time.perf_counter()
-    assert first_difference(large, large) is None
-    large_time = time.perf_counter() - start
-    assert large_time < 20 * small_time * 4, (small_time, large_time)  # 20x the nodes, generous slack
+    def best_time(graph: onnx.GraphProto) -> float:
+        best = float("inf")
+        for _ in range(3):  # the machine is shared: the best run is the signal
+            start = time.perf_counter()
+            assert first_difference(graph, graph) is None
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, large = chain(2_000), chain(20_000)
+    small_time, large_time = best_time(small), best_time(large)
+    assert large_time < 10 * small_time * 3, (small_time, large_time)  # 10x the nodes, some slack
+
+
+def test_a_call_without_a_defaulted_attribute_means_the_default() -> None:
+    model = _with_function()
+    model.functions[0].attribute_proto.append(helper.make_attribute("scale", 2.0))
+    explicit = _edited(model, lambda m: m.graph.node[0].attribute.append(helper.make_attribute("scale", 2.0)))
+    assert converter.isomorphic(model, explicit)
+    other = _edited(model, lambda m: m.graph.node[0].attribute.append(helper.make_attribute("scale", 3.0)))
+    difference = first_difference(model, other)
+    assert difference is not None and "attribute scale: 2.0 vs 3.0" in difference

@@ -587,7 +587,7 @@ def test_calls_to_script_functions():
                                                                      ("this", "scaled")]
     x = f32(3)
     check_script(caller, [x], (x * 2, x * 5, x * x, -x))
-    check_script(caller, [x], (x * 2, x * 5, x * x, -x), eager=False, inline=True)
+    check_script(caller, [x], (x * 2, x * 5, x * x, -x), inline=True)
 
 
 @script()
@@ -635,7 +635,7 @@ def clipped(x: FLOAT["N"], high: FLOAT) -> tuple[FLOAT["N"], FLOAT]:
 def test_sequences_and_omitted_optional_inputs():
     x = f32(3)
     expected = (np.minimum(x * 2, 0.5), np.array((x + x * 2).sum(), np.float32))
-    check_script(clipped, [x, np.array(0.5, np.float32)], expected, rtol=1e-5, eager=False)
+    check_script(clipped, [x, np.array(0.5, np.float32)], expected, rtol=1e-5)
 
 
 @script()
@@ -939,8 +939,7 @@ def clamp_negative(x: DOUBLE) -> DOUBLE:
 def test_returned_literal_takes_the_declared_type():
     for value in (-1.5, 2.5):
         x = np.array(value, np.float64)
-        # eager=False: eager mode returns the Python literal 0.0 as FLOAT, not the declared DOUBLE
-        check_script(clamp_negative, [x], np.maximum(x, 0.0), eager=False)
+        check_script(clamp_negative, [x], np.maximum(x, 0.0))
 
 
 @script()

@@ -302,3 +302,32 @@ def test_if_falls_back_to_graph_functions_when_python_if_would_change_it(tmp_pat
     assert "y = op.If(c, else_branch=else_branch, then_branch=then_branch)" in source
     assert "def then_branch() -> FLOAT[3]:" in source
     assert first_difference(model, rebuilt) is None
+
+
+def test_round_trip_of_function_attribute_parameters(tmp_path) -> None:
+    function = helper.make_function(
+        "custom.lib", "Scale", ["a"], ["b"],
+        [helper.make_node("Constant", [], ["k"]), helper.make_node("CastLike", ["k", "a"], ["kf"]),
+         helper.make_node("Mul", ["a", "kf"], ["m"]), helper.make_node("LeakyRelu", ["m"], ["b"])],
+        [helper.make_opsetid("", 18)], attributes=["alpha"],
+    )
+    function.node[0].attribute.append(helper.make_attribute_ref("value_int", onnx.AttributeProto.INT))
+    function.node[0].attribute[0].ref_attr_name = "beta"
+    function.node[3].attribute.append(helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT))
+    function.attribute_proto.append(helper.make_attribute("beta", 2))
+    model = _model([helper.make_node("Scale", ["x"], ["y"], domain="custom.lib", alpha=0.5)],
+                   [_float("x", [3])], [_float("y", [3])], functions=[function],
+                   extra_opsets=[helper.make_opsetid("custom.lib", 1)])
+    source = _check_round_trip(model, [np.array([-1, 0, 2], np.float32)], tmp_path)
+    assert "def Scale(a, alpha: float, beta: int = 2):" in source
+    assert "k = op.Constant(value_int=beta)" in source and "y = Scale(x, alpha=0.5)" in source
+
+
+def test_importing_converter_does_not_import_onnx() -> None:
+    import subprocess
+    import sys
+
+    code = "import converter, sys; print('onnx' in sys.modules, callable(converter.to_python))"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    assert result.stdout.split() == ["False", "True"]

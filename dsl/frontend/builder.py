@@ -106,14 +106,16 @@ class CompileContext:
         An empty name (an omitted optional output) stays empty.
         """
         names = NameAllocator()
-        first = [*graph.inputs, *graph.initializers, *graph.outputs]
-        done: set[ir.Value] = set()
-        for value in [*first, *self.values]:
-            if value in done:
-                continue
-            done.add(value)
-            if value.name:
-                value.name = names.fresh(value.name)
+        first: set[ir.Value] = set()
+        for value in [*graph.inputs, *graph.initializers, *graph.outputs]:
+            if value not in first:
+                first.add(value)
+                if value.name:
+                    value.name = names.fresh(value.name)
+        fresh = names.fresh
+        for value in self.values:  # each value once: only inputs and outputs can repeat
+            if value.name and value not in first:
+                value.name = fresh(value.name)
 
     def elem(self, value: Any) -> int | None:
         if value is None:
@@ -169,17 +171,21 @@ class GraphBuilder:
         base = _BASE_NAMES.get(op_type)
         if base is None:
             base = _BASE_NAMES[op_type] = op_type.lower()
-        outputs = [ir.Value(base, location=location) for _ in range(output_count)]
+        if output_count == 1:  # most nodes: no comprehension (a function call of its own before Python 3.12)
+            outputs = [ir.Value(base, location=location)]
+        else:
+            outputs = [ir.Value(base, location=location) for _ in range(output_count)]
+        node = ir.Node(op_type, domain, inputs, outputs, attributes)
+        node.callee = callee  # set, not passed: keyword arguments make the constructor 1.5x slower
+        node.location = location
+        for value in outputs:
+            value.producer = node
         ctx.values.extend(outputs)
         ctx.auto_named.update(outputs)
-        node = ir.Node(op_type, domain, inputs, outputs, attributes, callee=callee, location=location)
-        produced = self.produced
-        elem_types = ctx.elem_types
-        for index, value in enumerate(outputs):
-            value.producer = node
-            produced.add(value)
-            if output_elems is not None and index < len(output_elems):
-                elem = output_elems[index]
+        self.produced.update(outputs)
+        if output_elems:
+            elem_types = ctx.elem_types
+            for value, elem in zip(outputs, output_elems):
                 if elem is not None:
                     elem_types[value] = elem
         self.graph.nodes.append(node)
@@ -199,8 +205,9 @@ class GraphBuilder:
         used = ctx.opsets_used.get(opset.domain)
         if used is None or used[0] != opset.version:
             ctx.use_opset(opset.domain, opset.version, location)
-        known = ctx.elem_types
-        elems = tuple([known.get(v) or ctx.elem(v) for v in inputs])
+        elems = tuple(map(ctx.elem_types.get, inputs))
+        if None in elems:  # typed only by an annotation, omitted, or unknown
+            elems = tuple([ctx.elem(v) for v in inputs])
         output_elems: list[int | None] | None = None
         if op.schema is not None:
             key = (op, elems)
@@ -217,7 +224,7 @@ class GraphBuilder:
         count = output_count if output_count is not None else default_output_count(op)
         if output_elems is not None and len(output_elems) < count and output_elems:
             output_elems = output_elems + [output_elems[-1]] * (count - len(output_elems))
-        return self.add_node(op.name, op.domain, inputs, attributes, count, location, output_elems)
+        return self.add_node(op.name, opset.domain, inputs, attributes, count, location, output_elems)
 
     def operator(self, name: str, inputs: list[ir.Value | None], location: Any, **attributes: Any) -> ir.Value:
         """One-output node of the default opset with plain Python attribute values."""
@@ -252,9 +259,12 @@ class GraphBuilder:
         found = self.find_constant(key)
         if found is not None:
             return found
-        op = self.ctx.operator("Constant")
+        # Constant has no inputs to check and its output has the tensor's element type, so
+        # the node is added directly (the schema's type rules cost more than the rest).
+        opset = self.ctx.default_opset
+        self.ctx.use_opset(opset.domain, opset.version, location)
         attr = ir.Attr("value", ir.AttrKind.TENSOR, tensor, location=location)
-        value = self.call_op(op, [], {"value": attr}, location, 1)[0]
+        value = self.add_node("Constant", opset.domain, [], {"value": attr}, 1, location, [tensor.elem_type])[0]
         self.ctx.rename(value, "const")
         self._constants[key] = value
         return value

@@ -119,6 +119,11 @@ class CallCompiler:
             raise err.with_location(location) from None
 
     def op_inputs(self, op: Op, operands: list[Any], nodes: list[ast.expr]) -> list[ir.Value | None]:
+        for operand in operands:
+            if not isinstance(operand, ir.Value):
+                break
+        else:  # tensors only (the usual call): nothing to convert
+            return operands
         formals = _formal_types(op, len(operands))
         partners: dict[str, ir.Value] = {}
         for formal, operand in zip(formals, operands):

@@ -15,6 +15,8 @@ import difflib
 import threading
 from typing import Any
 
+import numpy as np
+
 from dsl import ir, types
 from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
@@ -36,6 +38,7 @@ from dsl.opsets import get_opset
 __all__ = ["FunctionCompiler", "Origin"]
 
 _MISSING = object()
+_BUILTINS = vars(builtins)  # a dict lookup: getattr raises and catches for every miss
 _SCALARS = (bool, int, float, str)
 _COMPILING = threading.local()
 
@@ -48,10 +51,12 @@ def is_compiling(script_function: Any) -> bool:
 class Origin:
     """Where names not bound in the body come from: the closure, the globals, builtins."""
 
-    __slots__ = ("closure", "globals", "source")
+    __slots__ = ("closure", "globals", "operands", "source")
 
     def __init__(self, python_function: Any, source: FunctionSource) -> None:
         self.source = source
+        # Names resolved here, as operands: made once per compile (``op`` in every ``op.X``).
+        self.operands: dict[str, PyValue] = {}
         self.globals: dict[str, Any] = getattr(python_function, "__globals__", {})
         code = python_function.__code__
         cells = python_function.__closure__ or ()
@@ -67,7 +72,7 @@ class Origin:
         if found is _MISSING:
             found = self.globals.get(name, _MISSING)
         if found is _MISSING:
-            found = getattr(builtins, name, _MISSING)
+            found = _BUILTINS.get(name, _MISSING)
         return found
 
     def evaluate(self, node: ast.expr) -> Any:
@@ -117,6 +122,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             if isinstance(binding, Undefined):
                 raise DslNameError(binding.reason, self.loc(node), hint=binding.hint)
             return binding
+        outer = self.origin.operands.get(name)
+        if outer is not None:
+            return outer
         found = self.origin.resolve(name)
         if found is _MISSING:
             known = list(self._visible_names())
@@ -129,7 +137,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             )
         if isinstance(found, Initializer):  # a weight: an initializer, not a Constant
             return initializer_operand(self, found)
-        return PyValue(found)
+        operand = self.origin.operands[name] = PyValue(found)
+        return operand
 
     def _visible_names(self) -> list[str]:
         names: list[str] = []
@@ -187,7 +196,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 raise DslTypeError("None cannot be used as a tensor here", self.loc(node),
                                    hint="None only stands for an omitted optional input of an op")
             location = self.loc(node)
-            if _is_numpy(value) and value.size > 16:  # a weight: find it by identity, not by its bytes
+            scalar = type(value) in _SCALARS
+            if not scalar and _is_numpy(value) and value.size > 16:  # a weight: find it by identity, not by its bytes
                 key = ("numpy", id(value))
                 constant = self.builder.find_constant(key)
                 if constant is None:
@@ -196,15 +206,16 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 return constant
             beside_elem = elem if elem is not None else ctx.elem(beside)
             scalar_key = None
-            if type(value) in _SCALARS:  # the same literal again: skip building its tensor
+            constant = None
+            if scalar:  # the same literal again: skip building its tensor
                 scalar_key = ("scalar", type(value), value, beside_elem)
                 constant = self.builder.find_constant(scalar_key)
-            if scalar_key is None or constant is None:
+            if constant is None:
                 tensor = literal_tensor(value, beside_elem, location)
                 constant = self.builder.constant(tensor, location)
                 if scalar_key is not None:
                     self.builder.remember_constant(scalar_key, constant)
-            if beside is not None and beside_elem is None and not _is_numpy(value):
+            if beside is not None and beside_elem is None and (scalar or not _is_numpy(value)):
                 return self.builder.operator("CastLike", [constant, beside], location)
             return constant
         if isinstance(operand, AttrRef):
@@ -231,7 +242,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         """Bind a Python name; a fresh unnamed result takes the variable's name."""
         if isinstance(operand, ir.Value) and operand in self.ctx.auto_named and operand in self.builder.produced:
             self.ctx.rename(operand, name.lstrip("@"))
-        self.scope.bind(name, operand)
+        self.scope.names[name] = operand
 
     def output_value(self, value: ir.Value, taken: set[ir.Value], location: Any) -> ir.Value:
         """``value`` as an output of the current graph: Identity when it is not computed
@@ -340,8 +351,6 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
 
 
 def _is_numpy(value: Any) -> bool:
-    import numpy as np
-
     return isinstance(value, (np.ndarray, np.generic))
 
 

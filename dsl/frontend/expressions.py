@@ -16,10 +16,10 @@ import numpy as np
 
 from dsl import indexing, ir
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
-from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
+from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.constants import is_tensor_literal
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
-from dsl.opsets import to_tensor
+from dsl.opsets import Opset, to_tensor
 
 __all__ = ["ExpressionCompiler", "UNSUPPORTED_EXPRESSIONS"]
 
@@ -90,13 +90,20 @@ class ExpressionCompiler:
         return PyValue(node.value)
 
     def expr_name(self, node: ast.Name) -> Any:
-        return self.resolve_name(node.id, node)
+        found = self.scope.lookup(node.id)
+        if found is None or isinstance(found, Undefined):  # outer names and mistakes: the full rules
+            return self.resolve_name(node.id, node)
+        return found
 
     def expr_attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyValue):
+            owner = base.value
             try:
-                return PyValue(getattr(base.value, node.attr))
+                if type(owner) is Opset and node.attr[:1].isupper():
+                    # ``op.Add``: what Opset.__getattr__ returns, without its failed normal lookup first
+                    return PyValue(owner.get_op(node.attr))
+                return PyValue(getattr(owner, node.attr))
             except DslError as err:
                 raise err.with_location(self.loc(node)) from None
             except AttributeError:
@@ -156,6 +163,8 @@ class ExpressionCompiler:
 
     def operand_pair(self, left: Any, right: Any, node: ast.AST) -> tuple[ir.Value, ir.Value]:
         if isinstance(left, ir.Value):
+            if isinstance(right, ir.Value):
+                return left, right
             return left, self.as_value(right, node, beside=left)
         if isinstance(right, ir.Value):
             return self.as_value(left, node, beside=right), right

@@ -58,8 +58,11 @@ def function_source(python_function: Any) -> FunctionSource:
     first = code.co_firstlineno - 1
     if not lines or first >= len(lines):
         raise SourceUnavailableError(f"the source of {code.co_name} ({file}) cannot be found")
-    block = _block_by_indentation(lines, first, code)
+    block = _block_by_indentation(lines, first, _first_body_line(code))
     tree, shift = _parse_definition(block, code.co_name)
+    if tree is None:  # a body line at the def's indentation (in a string or brackets) cut the block short
+        block = _block_by_indentation(lines, first, _last_code_line(code))
+        tree, shift = _parse_definition(block, code.co_name)
     if tree is None:
         block = _block_by_inspect(python_function, lines, first)
         tree, shift = _parse_definition(block, code.co_name)
@@ -75,20 +78,39 @@ def _indent_of(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _block_by_indentation(lines: list[str], first: int, code: Any) -> list[str]:
+def _first_body_line(code: Any) -> int:
+    """The first line of the body holding bytecode (0-based), which is past a multi-line
+    signature; only the first few instruction runs are read (they start on the first line)."""
+    first = code.co_firstlineno
+    for _, _, line in code.co_lines():
+        if line is not None and line > first:
+            return line - 1
+    return first - 1  # a one-line function
+
+
+def _last_code_line(code: Any) -> int:
+    """The last line holding bytecode (0-based): reading every instruction run costs about
+    as much per statement as compiling it, so this is only the fallback."""
+    return max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno) - 1
+
+
+def _block_by_indentation(lines: list[str], first: int, body_line: int) -> list[str]:
     """Lines from the first decorator to the end of the body, judged by indentation.
 
-    The body is known to reach at least the last line holding bytecode, which skips a
-    multi-line signature whose ``):`` sits at the ``def``'s own indentation.
+    ``body_line`` is known to be in the body, which skips a multi-line signature whose
+    ``):`` sits at the ``def``'s own indentation.  A later body line at that indentation
+    (inside a string or brackets) ends the block too early, which the parse then rejects.
     """
-    last_code_line = max((line for _, _, line in code.co_lines() if line is not None), default=first + 1) - 1
     indent = _indent_of(lines[first])
-    end = max(last_code_line + 1, first + 1)
-    while end < len(lines):
+    deeper = lines[first][:indent] + " "  # most body lines start with this: no need to measure them
+    end = max(body_line + 1, first + 1)
+    count = len(lines)
+    while end < count:
         text = lines[end]
-        stripped = text.strip()
-        if stripped and not stripped.startswith("#") and _indent_of(text) <= indent:
-            break
+        if not text.startswith(deeper):
+            stripped = text.strip()
+            if stripped and not stripped.startswith("#") and _indent_of(text) <= indent:
+                break
         end += 1
     return lines[first:end]
 

@@ -64,16 +64,20 @@ class StatementCompiler:
     # ------------------------------------------------------------ assignment
     def stmt_assign(self, node: ast.Assign) -> None:
         value_node = node.value
+        targets = node.targets
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):  # the usual ``name = ...``
+            self.bind_name(targets[0].id, self.expr(value_node))
+            return
         output_count = None
-        if isinstance(value_node, ast.Call) and len(node.targets) == 1:
-            target = node.targets[0]
+        if isinstance(value_node, ast.Call) and len(targets) == 1:
+            target = targets[0]
             if isinstance(target, (ast.Tuple, ast.List)):
                 output_count = len(target.elts)
         if output_count is not None:
             operand = self.expr_call(value_node, output_count)  # type: ignore[arg-type]
         else:
             operand = self.expr(value_node)
-        for target in node.targets:
+        for target in targets:
             self.assign(target, operand, value_node)
 
     def assign(self, target: ast.expr, operand: Any, value_node: ast.expr) -> None:

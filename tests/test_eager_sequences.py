@@ -1,0 +1,405 @@
+"""Eager sequences, optionals and result typing, against the exported model and Python oracles.
+
+Sequence ops run eagerly on lists of arrays; the oracle is Python's own list semantics
+(the ONNX spec defines SequenceAt/Insert/Erase positions as Python's, negative ones
+counting from the back) and numpy.  Scripted functions go through
+:func:`tests.helpers.check_script`, so eager mode and the exported model (onnxruntime)
+must give the same values and dtypes — including for Python literals returned under a
+declared type — and the same kind of error where the model cannot be built.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from dsl import BOOL, DOUBLE, FLOAT, INT32, INT64, Optional, Sequence, graph, script, types
+from dsl import opset18 as op
+from dsl.errors import DslError, DslTypeError, EagerError
+from dsl.opsets import get_opset
+from tests.helpers import check_script, export_and_run, run_model
+from tests.test_frontend_control_flow import blocks, define
+
+F32 = np.float32
+
+
+def f32(*shape: int) -> np.ndarray:
+    return np.random.default_rng(len(shape) + sum(shape)).standard_normal(shape).astype(F32)
+
+
+# ------------------------------------------------------------- sequence ops eagerly
+
+items_strategy = st.lists(
+    hnp.arrays(F32, st.integers(1, 4), elements=st.floats(-100, 100, width=32)), min_size=1, max_size=5
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(items_strategy, st.data())
+def test_sequence_ops_follow_python_list_semantics(items: list[np.ndarray], data: st.DataObject) -> None:
+    n = len(items)
+    seq = op.SequenceConstruct(*items)
+    assert isinstance(seq, list) and seq.elem_type == types.FLOAT.enum
+    assert [a.tolist() for a in seq] == [a.tolist() for a in items]
+    position = data.draw(st.integers(-n, n - 1))
+    np.testing.assert_array_equal(op.SequenceAt(seq, position), items[position])
+    np.testing.assert_array_equal(seq[position], items[position])
+    np.testing.assert_array_equal(seq[np.array(position, np.int64)], items[position])  # a tensor position
+    assert int(op.SequenceLength(seq)) == n
+    np.testing.assert_array_equal(op.ConcatFromSequence(seq, axis=0), np.concatenate(items))
+
+    inserted = np.full(2, 7.0, F32)
+    at = data.draw(st.integers(-n, n))
+    expected = list(items)
+    expected.insert(at, inserted)
+    got = op.SequenceInsert(seq, inserted, np.array(at, np.int64))
+    assert [a.tolist() for a in got] == [a.tolist() for a in expected]
+    appended = op.SequenceInsert(seq, inserted)
+    assert [a.tolist() for a in appended] == [a.tolist() for a in [*items, inserted]]
+
+    erased = list(items)
+    del erased[position]
+    assert [a.tolist() for a in op.SequenceErase(seq, position)] == [a.tolist() for a in erased]
+    assert [a.tolist() for a in op.SequenceErase(seq)] == [a.tolist() for a in items[:-1]]
+    # a plain list of arrays is a sequence too, where the op takes one
+    np.testing.assert_array_equal(op.SequenceAt(list(items), -1), items[-1])
+
+
+@settings(max_examples=25, deadline=None)
+@given(hnp.arrays(np.int64, st.integers(1, 12), elements=st.integers(-50, 50)), st.data())
+def test_split_to_sequence_matches_numpy(x: np.ndarray, data: st.DataObject) -> None:
+    cut = data.draw(st.integers(0, len(x)))
+    parts = op.SplitToSequence(x, np.array([cut, len(x) - cut], np.int64))
+    assert [p.tolist() for p in parts] == [x[:cut].tolist(), x[cut:].tolist()]
+    whole = op.SplitToSequence(x, axis=0, keepdims=0)
+    assert [p.tolist() for p in whole] == [int(v) for v in x]
+
+
+def test_empty_sequences_keep_their_element_type() -> None:
+    empty = op.SequenceEmpty(dtype=DOUBLE.enum)
+    assert empty == [] and empty.elem_type == DOUBLE.enum
+    assert int(op.SequenceLength(empty)) == 0
+    filled = op.SequenceInsert(empty, np.array([1.5]))
+    assert filled.elem_type == DOUBLE.enum and filled[0].dtype == np.float64
+    with pytest.raises(DslTypeError, match="holds DOUBLE, the tensor is FLOAT"):
+        op.SequenceInsert(empty, np.array([1.5], F32))
+    erased = op.SequenceErase(op.SequenceConstruct(np.ones(2, np.int32)))
+    assert erased == [] and erased.elem_type == INT32.enum  # read from ONNX type inference
+    assert int(op.SequenceLength([])) == 0
+
+
+@pytest.mark.parametrize("version", [15, 18])
+def test_optional_ops_on_tensors_sequences_and_none(version: int) -> None:
+    ops = get_opset("", version)
+    x = f32(3)
+    seq = op.SequenceConstruct(x, x)
+    assert bool(ops.OptionalHasElement(x)) and bool(ops.OptionalHasElement(seq))
+    np.testing.assert_array_equal(ops.OptionalGetElement(x), x)
+    assert [a.tolist() for a in ops.OptionalGetElement(seq)] == [x.tolist(), x.tolist()]
+    wrapped = ops.Optional(x)
+    np.testing.assert_array_equal(ops.OptionalGetElement(wrapped), x)
+    empty = ops.Optional(type=FLOAT[None])
+    assert empty is None
+    if version >= 18:
+        assert not bool(ops.OptionalHasElement(empty))  # an omitted input is an empty optional
+    else:
+        assert not bool(ops.OptionalHasElement(None))  # typed optional(...) only: fed as an empty optional
+        with pytest.raises(EagerError, match=r"no value|contains no data"):
+            ops.OptionalGetElement(None)
+
+
+def test_sequence_misuse_is_a_dsl_error() -> None:
+    x = f32(3)
+    seq = op.SequenceConstruct(x, x)
+    with pytest.raises(DslTypeError, match="takes a sequence of tensors, got a tensor"):
+        op.SequenceAt(x, 0)
+    with pytest.raises(DslTypeError, match="takes a tensor, got a sequence"):
+        op.Relu(seq)
+    with pytest.raises(DslTypeError, match="must have the same element type"):
+        op.SequenceConstruct(x, np.ones(3, np.int64))
+    with pytest.raises(DslTypeError, match="item 1 of a sequence is INT64"):
+        op.SequenceLength([x, np.ones(3, np.int64)])
+    with pytest.raises(DslTypeError, match="only be indexed by one position"):
+        seq[0:1]
+    with pytest.raises(EagerError, match="out of range"):
+        seq[2]
+
+
+def test_sequences_keep_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+    seq = op.SequenceConstruct(torch.ones(2), torch.zeros(3))
+    assert all(isinstance(item, torch.Tensor) for item in seq)
+    assert torch.equal(op.ConcatFromSequence(seq, axis=0), torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))
+
+
+# ------------------------------------------------- scripted functions: both ways
+
+
+@script()
+def pick_items(x: FLOAT["N"], i: INT64) -> tuple[FLOAT["N"], FLOAT["N"], FLOAT["N"]]:
+    parts = op.SequenceConstruct(x, x + 1.0, x * 3.0)
+    return parts[-1], parts[i], op.SequenceAt(parts, 0)
+
+
+def test_subscript_of_a_sequence_is_sequence_at_in_both_modes() -> None:
+    x = f32(4)
+    for i in (0, 1, -1):
+        check_script(pick_items, [x, np.array(i, np.int64)], (x * 3, [x, x + 1, x * 3][i], x))
+
+
+@script()
+def first_plus_last(items: Sequence[FLOAT["N"]]) -> FLOAT["N"]:
+    return op.SequenceAt(items, 0) + items[-1]
+
+
+def test_sequence_parameter() -> None:
+    x = f32(3)
+    check_script(first_plus_last, [[x, x + 1.0, x * 2.0]], x + x * 2.0)
+    with pytest.raises(DslTypeError, match=r"argument 'items\[1\]' is declared FLOAT"):
+        first_plus_last([x, x.astype(np.float64)])
+
+
+@script()
+def plus_maybe(x: FLOAT["N"], maybe: Optional[FLOAT["N"]]) -> FLOAT["N"]:
+    if op.OptionalHasElement(maybe):
+        y = x + op.OptionalGetElement(maybe)
+    else:
+        y = x
+    return y
+
+
+def test_optional_parameter_with_and_without_a_value() -> None:
+    x = f32(3)
+    check_script(plus_maybe, [x, x * 2.0], x * 3.0)
+    check_script(plus_maybe, [x, None], x)
+
+
+@script()
+def wrap_and_unwrap(x: FLOAT["N"]) -> tuple[BOOL, FLOAT["N"]]:
+    wrapped = op.Optional(x)
+    return op.OptionalHasElement(wrapped), op.OptionalGetElement(wrapped)
+
+
+def test_optional_values_in_a_body() -> None:
+    x = f32(3)
+    check_script(wrap_and_unwrap, [x], (np.array(True), x))
+
+
+@script()
+def scaled_each(x: FLOAT["N"], y: FLOAT["N"]) -> Sequence[FLOAT["N"]]:
+    @graph()
+    def body(item: FLOAT["N"], scale: FLOAT) -> FLOAT["N"]:
+        return item * scale
+
+    return op.SequenceMap(op.SequenceConstruct(x, y), op.Constant(value_float=2.0), body=body)
+
+
+def test_sequence_map_with_a_graph_body() -> None:
+    x, y = f32(3), f32(3) + 10
+    check_script(scaled_each, [x, y], ([x * 2, y * 2],))
+    result = scaled_each(x, y)
+    assert type(result) is list and all(isinstance(item, np.ndarray) for item in result)
+
+
+@script()
+def gathered(x: FLOAT["N"], n: INT64) -> tuple[FLOAT["M"], INT64]:
+    parts = op.SequenceEmpty(dtype=FLOAT.enum)
+    for i in range(n):
+        parts = op.SequenceInsert(parts, x * op.Cast(i, to=FLOAT.enum))
+    return op.ConcatFromSequence(parts, axis=0), op.SequenceLength(parts)
+
+
+def test_sequence_built_in_a_loop() -> None:
+    x = f32(2)
+    for n in (1, 3):
+        expected = np.concatenate([x * k for k in range(n)])
+        check_script(gathered, [x, np.array(n, np.int64)], (expected, np.array(n, np.int64)))
+    # Concatenating an empty sequence fails in the exported model, and eagerly
+    with pytest.raises(Exception, match="1 or more inputs"):
+        export_and_run(gathered, [x, np.array(0, np.int64)])
+    with pytest.raises(EagerError, match="1 or more inputs"):
+        gathered(x, np.array(0, np.int64))
+
+
+@script()
+def split_and_drop(x: FLOAT["N"]) -> tuple[FLOAT["M"], Sequence[FLOAT["K"]]]:
+    parts = op.SplitToSequence(x, 2)
+    rest = op.SequenceErase(parts, 0)
+    return op.ConcatFromSequence(rest, axis=0), rest
+
+
+def test_split_erase_and_a_sequence_result() -> None:
+    x = np.arange(6, dtype=F32)
+    check_script(split_and_drop, [x], (x[2:], [x[2:4], x[4:6]]))
+
+
+@script()
+def sliced_sequence(x: FLOAT["N"]) -> FLOAT["N"]:
+    parts = op.SequenceConstruct(x, x)
+    return parts[0:1]
+
+
+def test_slicing_a_sequence_fails_in_both_modes() -> None:
+    with pytest.raises(DslTypeError, match="only be indexed by one position"):
+        _ = sliced_sequence.function
+    with pytest.raises(DslTypeError, match="only be indexed by one position"):
+        sliced_sequence(f32(2))
+
+
+# ------------------------------------------------------------ typed results
+
+
+@script()
+def clamp_negative(x: DOUBLE) -> DOUBLE:
+    if x < 0.0:
+        return 0.0
+    return x
+
+
+def test_returned_float_literal_takes_the_declared_type() -> None:
+    for value in (-1.5, 2.5):
+        x = np.array(value, np.float64)
+        check_script(clamp_negative, [x], np.maximum(x, 0.0))
+
+
+def _define(source: str, name: str) -> object:
+    filename = f"<eager-results-{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict = {}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("type_name", ["FLOAT", "DOUBLE", "FLOAT16", "INT8", "INT32", "INT64", "UINT8", "BOOL"])
+@pytest.mark.parametrize("literal", ["3", "2.5", "True"])
+def test_returned_literal_typing_matches_the_compiler(type_name: str, literal: str) -> None:
+    fn = _define(
+        f"from dsl import script, FLOAT, {type_name}\n"
+        "@script()\n"
+        f"def constant(x: FLOAT) -> {type_name}:\n"
+        f"    return {literal}\n",
+        "constant",
+    )
+    x = np.array(1.0, F32)
+    want = types.numpy_dtype(getattr(types, type_name).enum)
+    try:
+        exported = export_and_run(fn, [x])[0]
+    except DslTypeError as compile_error:
+        with pytest.raises(DslTypeError, match="but the annotation says"):
+            fn(x)
+        assert "but the annotation says" in str(compile_error)
+        return
+    got = fn(x)
+    assert exported.dtype == want and got.dtype == want
+    np.testing.assert_array_equal(got, exported)
+
+
+@script()
+def wrong_result_type(x: FLOAT["N"]) -> DOUBLE["N"]:
+    return x + 1.0
+
+
+def test_result_of_another_element_type_fails_in_both_modes() -> None:
+    with pytest.raises(DslTypeError, match="FLOAT but the annotation says DOUBLE"):
+        _ = wrong_result_type.function
+    with pytest.raises(DslTypeError, match="FLOAT but the annotation says DOUBLE") as caught:
+        wrong_result_type(f32(2))
+    assert caught.value.location is not None
+
+
+@script()
+def attribute_result(x: FLOAT["N"], alpha: float = 2.5) -> INT64:
+    return alpha
+
+
+def test_returned_attribute_is_cast_like_the_compiler_does() -> None:
+    check_script(attribute_result, [f32(2)], np.array(2, np.int64))
+    check_script(attribute_result, [f32(2)], np.array(7, np.int64), attributes={"alpha": 7.9})
+
+
+@script(opset=op)
+def two_as_double(x: DOUBLE) -> DOUBLE:
+    return 2
+
+
+@script(opset=op)
+def identity_of_callee(x: DOUBLE) -> DOUBLE:
+    return op.Identity(two_as_double(x)) * x
+
+
+def test_nested_call_result_is_typed_by_the_callee_annotation() -> None:
+    x = np.array(1.5, np.float64)
+    check_script(identity_of_callee, [x], x * 2)
+
+
+@script()
+def relu_with_branches(x: FLOAT) -> FLOAT:
+    @graph()
+    def negative() -> FLOAT:
+        return 0.0
+
+    @graph()
+    def positive() -> FLOAT:
+        return op.Identity(x)
+
+    return op.If(x < 0.0, then_branch=negative, else_branch=positive)
+
+
+@script()
+def count_to(n: INT64) -> INT32:
+    @graph()
+    def body(i: INT64, cond: BOOL, total: INT32) -> tuple[BOOL, INT32]:
+        return True, total + op.Cast(i, to=INT32.enum)
+
+    return op.Loop(n, None, np.int32(0), body=body)
+
+
+def test_graph_body_literals_take_the_declared_type() -> None:
+    for value in (-2.0, 3.0):
+        x = np.array(value, F32)
+        check_script(relu_with_branches, [x], np.maximum(x, F32(0)))
+    check_script(count_to, [np.array(4, np.int64)], np.array(6, np.int32))
+
+
+# ----------------------------------------- random programs: eager equals exported
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data(), st.floats(-3, 3, width=32), st.floats(-3, 3, width=32), st.integers(0, 4))
+def test_random_control_flow_eager_equals_exported(data: st.DataObject, a: float, b: float, n: int) -> None:
+    body = data.draw(blocks(1, 0, None))
+    program = define(body)
+    inputs = [np.array(a, F32), np.array(b, F32), np.array(n, np.int64)]
+    exported = run_model(program.to_model_proto(), inputs)
+    with np.errstate(all="ignore"):
+        got = program(*inputs)
+        for g, e in zip(got, exported):
+            assert g.dtype == e.dtype
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg="\n".join(body))
+
+
+@script()
+def one_for_two(x: FLOAT["N"]) -> tuple[FLOAT["N"], FLOAT["N"]]:
+    return x + 1.0
+
+
+@script()
+def returns_a_dict(x: FLOAT["N"]) -> FLOAT["N"]:
+    return {"y": x}
+
+
+def test_results_the_compiler_rejects_fail_eagerly_too() -> None:
+    x = f32(2)
+    with pytest.raises(DslTypeError, match="annotation declares 2"):
+        _ = one_for_two.function
+    with pytest.raises(DslTypeError, match="annotation declares 2"):
+        one_for_two(x)
+    with pytest.raises(DslError):
+        _ = returns_a_dict.function
+    with pytest.raises(DslTypeError, match="result 0 is a dict, which is not a tensor"):
+        returns_a_dict(x)
