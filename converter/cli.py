@@ -100,11 +100,13 @@ def _run_compile(args: argparse.Namespace) -> int:
 
     import onnx
 
-    from converter.script_module import load_script_function, split_spec
+    from converter.script_module import load_script_function, model_options, split_spec
 
     path, name = split_spec(args.script)
     function = load_script_function(path, name)
-    options = {} if args.ir_version is None else {"ir_version": args.ir_version}
+    options = model_options(function)
+    if args.ir_version is not None:
+        options["ir_version"] = args.ir_version
     model = function.to_model_proto(**options)
     # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
     large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24

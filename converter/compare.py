@@ -52,8 +52,9 @@ def assert_isomorphic(first: Any, second: Any, *, check_metadata: bool = False) 
 def first_difference(first: Any, second: Any, *, check_metadata: bool = False) -> str | None:
     """A sentence describing the first difference found, or None when isomorphic.
 
-    ``check_metadata`` also compares model metadata (doc string, producer, metadata_props);
-    ``ir_version`` is never compared (a round trip may change it).
+    ``check_metadata`` also compares model metadata (doc string, producer name,
+    metadata_props); ``producer_version`` is not compared (a writer may stamp its own
+    where the original left it empty), nor is ``ir_version`` (a round trip may change it).
     """
     if type(first) is not type(second):
         return f"a {type(first).__name__} vs a {type(second).__name__}"
@@ -161,7 +162,7 @@ class _Comparison:
 
     def models(self, first: onnx.ModelProto, second: onnx.ModelProto, check_metadata: bool) -> None:
         if check_metadata:
-            for field_name in ("doc_string", "producer_name", "domain", "model_version"):
+            for field_name in ("doc_string", "producer_name"):
                 if getattr(first, field_name) != getattr(second, field_name):
                     raise _Different(
                         f"model {field_name}: {getattr(first, field_name)!r} vs {getattr(second, field_name)!r}"

@@ -261,8 +261,8 @@ class _Reader:
         where = f"graph {proto.name!r}" if proto.name else "the graph"
         initializers: dict[str, ir.Value] = {}
         for tensor_proto in proto.initializer:
-            value = ir.Value(tensor_proto.name, initializer=self.tensor(tensor_proto))
-            value.type = ir.TensorType(value.initializer.elem_type, value.initializer.shape)  # type: ignore[union-attr]
+            tensor = self.tensor(tensor_proto)
+            value = ir.Value(tensor_proto.name, ir.TensorType(tensor.elem_type, tensor.array.shape), initializer=tensor)
             initializers[tensor_proto.name] = value
             graph.initializers.append(value)
         for sparse_proto in proto.sparse_initializer:
@@ -432,7 +432,7 @@ class _Reader:
             elif data_type in _TYPED_FIELDS:
                 typed = getattr(proto, _TYPED_FIELDS[data_type])
                 if len(typed) == size:
-                    array = np.array(typed, dtype=fast_dtype).reshape(shape)
+                    array = np.fromiter(typed, dtype=fast_dtype, count=size).reshape(shape)
                     return ir.Tensor(array, data_type, proto.name, proto.doc_string)
         try:
             array = numpy_helper.to_array(proto)

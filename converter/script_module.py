@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import linecache
 import os
 import sys
+from typing import Any
 
 from dsl.errors import DslError, DslNameError, ModelLoadError
 from dsl.script import ScriptFunction
 
-__all__ = ["split_spec", "load_script_function"]
+__all__ = ["split_spec", "load_script_function", "model_options"]
 
 _COUNTER = itertools.count()
 
@@ -40,6 +42,10 @@ def load_script_function(path: str | os.PathLike[str], name: str | None = None) 
     file_name = os.fspath(path)
     if not os.path.isfile(file_name):
         raise ModelLoadError(f"{file_name}: no such file", hint="check the path of the Python file")
+    # The compiler reads function source through linecache: forget any older text of this
+    # file (rewritten in place, say by to-python) so it cannot compile stale source.
+    linecache.cache.pop(os.path.abspath(file_name), None)
+    linecache.cache.pop(file_name, None)
     module_name = f"_onnxquill_script_{next(_COUNTER)}"
     spec = importlib.util.spec_from_file_location(module_name, file_name)
     if spec is None or spec.loader is None:
@@ -68,3 +74,13 @@ def load_script_function(path: str | os.PathLike[str], name: str | None = None) 
     if not functions:
         raise DslNameError(f"{file_name} defines no @script function", hint="decorate the model's function with @script()")
     return list(functions.values())[-1]
+
+
+def model_options(function: ScriptFunction) -> dict[str, Any]:
+    """Keyword arguments for ``to_model_proto`` that the file attached to ``function``.
+
+    ``converter.to_python`` keeps the original model's producer, doc string and
+    metadata as ``main_graph.model_options = {...}``, so compiling the file gives them back.
+    """
+    found = getattr(function, "model_options", None)
+    return dict(found) if isinstance(found, dict) else {}

@@ -25,8 +25,13 @@ Spelling rules (conservative: what the compiler certainly handles)
   op whatever the element types (the inverse of :mod:`dsl.operators`): Add, Sub, Mul,
   Div, MatMul, Pow, And, Or, Xor, Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
   Neg and Not, with no attributes;
-* every subgraph attribute (If branches, Loop and Scan bodies) is a nested ``@graph()``
-  function defined just before the node that uses it;
+* an If is written ``if cond: ... else: ...`` when the compiler turns that back into the
+  same If (each branch computes its own outputs, the condition is known to be BOOL);
+  otherwise, and for every other subgraph attribute (Loop and Scan bodies), the graph is
+  a nested ``@graph()`` function defined just before the node that uses it.  A Loop is
+  never written as ``for``/``while``: the compiler lowers ``for i in range(n)`` with a
+  ``Max(n, 0)`` trip count and ``while c:`` with ``c`` as a loop-carried value, and has
+  no scan outputs, so neither would come back as the same Loop;
 * model-local functions are ``@script(opset, domain=..., name=...)`` functions written
   before their callers, called by their Python name;
 * tensor attributes are ``np.array(...)`` literals (large ones: module-level names read
@@ -136,6 +141,7 @@ class _Module:
     initializer_names: dict[int, str] = field(default_factory=dict)  # id(Value) -> global name
     function_names: dict[int, str] = field(default_factory=dict)  # id(ir.Function) -> python name
     sparse_names: dict[str, str] = field(default_factory=dict)  # sparse initializer -> global name
+    literal_cache: dict[Any, str] = field(default_factory=dict)  # (dtype, shape, bytes) -> np.array text
     weights_file: str | None = None
     inline_limit: int = INLINE_LIMIT
 
@@ -207,6 +213,8 @@ def _model_to_python(
         blocks.append(_write_function(function, module, opset_imports))
     if main is not None:
         blocks.append(_write_main(main, main_name, module, opset_imports, initializer_inputs == "keep"))
+        if isinstance(model, ir.Model):
+            blocks[-1] += _model_options(model, main_name)
 
     header = _header(module, doc, model if isinstance(model, ir.Model) else None)
     if module.large_arrays and weights_path is not None:
@@ -502,9 +510,9 @@ class _Writer:
             names.append(name)
             self.module.uses_graph = True
             self.lines.append(f"{indent}@graph()")
-            params = ", ".join(self.parameter(v) for v in sub.inputs)
+            params = [self.parameter(v) for v in sub.inputs]
             returns = _return_annotation(sub.outputs, self.module)
-            self.lines.append(f"{indent}def {name}({params}){returns}:")
+            self.lines.append(_def_line(indent, name, params, returns))
             self.graph_body(sub, indent + "    ")
         # Remember the Python names, in order, for the attribute text.
         self.graph_names[id(attr)] = names[0] if attr.kind == ir.AttrKind.GRAPH else "[" + ", ".join(names) + "]"
@@ -641,7 +649,7 @@ def _write_function(function: ir.Function, module: _Module, model_imports: dict[
     decorator_args.append(f"domain={function.domain!r}")
     if python_name != function.name:
         decorator_args.append(f"name={function.name!r}")
-    header = [f"@script({', '.join(decorator_args)})", f"def {python_name}({', '.join(params + plain + with_default)}):"]
+    header = [f"@script({', '.join(decorator_args)})", _def_line("", python_name, params + plain + with_default, "")]
     if function.doc_string:
         header.append(_docstring(function.doc_string, body_indent))
     return "\n".join(header + writer.lines)
@@ -672,10 +680,39 @@ def _write_main(
     returns = _return_annotation(graph.outputs, module)
     version = opset_imports.get("")
     decorator = f"@script({writer.opset('')})" if version is not None else "@script()"
-    header = [decorator, f"def {python_name}({', '.join(params)}){returns}:"]
+    header = [decorator, _def_line("", python_name, params, returns)]
     if graph.doc_string:
         header.append(_docstring(graph.doc_string, "    "))
     return "\n".join(header + writer.lines)
+
+
+def _model_options(model: ir.Model, function_name: str) -> str:
+    """The model fields a function cannot carry, attached for ``to_model_proto``."""
+    options: dict[str, Any] = {}
+    if model.producer_name or model.producer_version:
+        options["producer_name"] = model.producer_name
+        options["producer_version"] = model.producer_version
+    if model.doc_string or model.graph.doc_string:  # the function's docstring is the graph's
+        options["doc_string"] = model.doc_string
+    if model.metadata_props:
+        options["metadata_props"] = dict(model.metadata_props)
+    if not options:
+        return ""
+    items = "".join(f"    {key!r}: {value!r},\n" for key, value in options.items())
+    return (
+        "\n\n\n# Fields of the original model; `onnxquill compile` passes them to to_model_proto().\n"
+        f"{function_name}.model_options = {{\n{items}}}"
+    )
+
+
+def _def_line(indent: str, name: str, params: list[str], returns: str) -> str:
+    """``def name(params) -> T:`` on one line, or one parameter a line when that is long."""
+    line = f"{indent}def {name}({', '.join(params)}){returns}:"
+    if len(line) <= 120 or not params:
+        return line
+    inner = indent + "    "
+    listed = "".join(f"{inner}{param},\n" for param in params)  # "*" keeps its place too
+    return f"{indent}def {name}(\n{listed}{indent}){returns}:"
 
 
 def _return_annotation(outputs: list[ir.Value], module: _Module) -> str:
@@ -736,10 +773,24 @@ def _array_text(array: np.ndarray, module: _Module, name: str) -> str:
         return f"weights[{name!r}]"
     module.uses_np = True
     dtype = array.dtype
+    # Exported models repeat small constants (ConstantOfShape's 0, Unsqueeze axes): write each once.
+    key = (dtype, array.shape, array.tobytes()) if dtype.kind != "O" and array.size <= 64 else None
+    if key is not None:
+        cached = module.literal_cache.get(key)
+        if cached is not None:
+            return cached
     dtype_text = _NUMPY_BY_DTYPE.get(dtype)
     if dtype_text is None:
         module.uses_ml_dtypes = True
         dtype_text = f"ml_dtypes.{dtype.name}"
+    text = _literal(array, dtype, dtype_text)
+    if key is not None:
+        module.literal_cache[key] = text
+    return text
+
+
+def _literal(array: np.ndarray, dtype: np.dtype, dtype_text: str) -> str:
+    """The ``np.array(...)`` text of ``array``, exact for every element type."""
     if dtype.kind == "V":  # ml_dtypes: write the values through float32 (exact for these types)
         as_float = array.astype(np.float32)
         items = [_float_text(float(v), np.float32) for v in as_float.reshape(-1)]

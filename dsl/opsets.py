@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 else:
     _OpSignatures = object
 
-__all__ = ["Opset", "Op", "schema_domains", "python_to_attr", "attr_kind_of_python"]
+__all__ = ["Opset", "Op", "OPSET_NAME", "schema_domains", "python_to_attr", "attr_kind_of_python"]
 
 _STANDARD_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
 _MODULE_NAMES = {
@@ -37,7 +37,8 @@ _MODULE_NAMES = {
     "ai_onnx_preview_training": "ai.onnx.preview.training",
     "ai_onnx_preview": "ai.onnx.preview",
 }
-_NAME_RE = re.compile(r"^(opset|ai_onnx_ml|ai_onnx_preview_training|ai_onnx_preview)(\d+)$")
+# Module-level opset names: opset18, ai_onnx_ml3, ... (and the bare `opset`, the newest runnable).
+OPSET_NAME = re.compile(r"^(opset|ai_onnx_ml|ai_onnx_preview_training|ai_onnx_preview)(\d+)$|^opset$")
 
 
 def _normal_domain(domain: str) -> str:
@@ -670,7 +671,7 @@ def __getattr__(name: str) -> Opset:
         from dsl.onnxruntime_limits import max_opset
 
         return get_opset("", max_opset())
-    match = _NAME_RE.match(name)
+    match = OPSET_NAME.match(name)
     if match is None:
         raise AttributeError(f"module 'dsl.opsets' has no attribute {name!r}")
     domain = _MODULE_NAMES[match.group(1)]

@@ -16,7 +16,7 @@ import onnx
 import onnxruntime
 
 import converter
-from converter.script_module import load_script_function
+from converter.script_module import load_script_function, model_options
 from dsl.onnxruntime_limits import max_ir_version
 
 
@@ -29,7 +29,7 @@ def round_trip(model: onnx.ModelProto, folder: str, name: str = "model") -> tupl
         stream.write(source)
     function = load_script_function(source_path)
     # Output types exactly as written (no shape inference refining them), as in the original.
-    rebuilt = function.to_model_proto(infer_output_types=False)
+    rebuilt = function.to_model_proto(infer_output_types=False, **model_options(function))
     return source, rebuilt
 
 

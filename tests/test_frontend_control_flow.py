@@ -11,7 +11,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import run_model
+from dsl import FLOAT, script
+from dsl import opset18 as op
+from tests.helpers import check_script, run_model
 
 VARIABLES = ("a", "b", "c")
 _counter = itertools.count()
@@ -85,3 +87,19 @@ def test_random_control_flow_matches_python(body: list[str], a: float, b: float,
     with np.errstate(all="ignore"):
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g, np.float32(e), rtol=1e-5, atol=1e-5, err_msg="\n".join(body))
+
+
+def test_while_condition_of_rank_one_exports_and_runs() -> None:
+    # ReduceMax keeps a reduced axis by default, so the condition is a one-element rank-1
+    # tensor; the loop body must not claim its condition input is a scalar.
+    @script()
+    def halve_until_small(x: FLOAT[3], limit: float = 1.0) -> FLOAT[3]:
+        while op.ReduceMax(op.Abs(x)) > limit:
+            x = x / 2.0
+        return x
+
+    x = np.array([8.0, -3.0, 0.5], np.float32)
+    expected = x.copy()
+    while np.abs(expected).max() > 1.0:
+        expected = expected / np.float32(2.0)
+    check_script(halve_until_small, [x], expected)

@@ -1002,3 +1002,30 @@ def test_names_unique_and_every_object_located(fn):
             assert attr.location is not None, (node, attr)
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert function.location.line == fn.python_function.__code__.co_firstlineno + 1
+
+
+def test_type_expressions_inside_attributes_are_evaluated_at_compile_time() -> None:
+    # Sequence[FLOAT[5]] is a Python-level type expression, not tensor indexing.
+    from dsl import Sequence
+
+    @dsl.script()
+    def empty_optional_sequence(x: FLOAT[5]) -> BOOL:
+        nothing = op.Optional(type=Sequence[FLOAT[5]])
+        return op.OptionalHasElement(nothing)
+
+    model = empty_optional_sequence.to_model_proto()
+    type_attr = model.graph.node[0].attribute[0]
+    assert type_attr.tp.sequence_type.elem_type.tensor_type.shape.dim[0].dim_value == 5
+    check_script(empty_optional_sequence, [np.ones(5, np.float32)], np.array(False))
+
+
+def test_compile_time_object_indexed_by_a_tensor_is_a_located_error() -> None:
+    settings = {"scale": 2.0}
+
+    @dsl.script()
+    def bad(x: FLOAT[5]) -> FLOAT[5]:
+        return x * settings[op.Shape(x)]
+
+    with pytest.raises(dsl.DslTypeError, match="known at compile time") as info:
+        bad.to_model_proto()
+    assert "settings[op.Shape(x)]" in str(info.value)

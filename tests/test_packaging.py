@@ -135,15 +135,25 @@ def test_demo_command_runs_and_matches_numpy() -> None:
     assert result.stdout.rstrip().splitlines()[-1].startswith("OK:")
 
 
-def test_readme_python_examples_run(tmp_path: Path) -> None:
-    """The README's Python blocks run in order; the error example prints what the README shows."""
+def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python blocks run in order; the error example prints what the README shows.
+
+    The markup example's XML block is written to ``my-project/model.agr`` first, so the
+    Python block that exports it runs on exactly the markup the README shows.
+    """
     from dsl import DslError
 
+    monkeypatch.chdir(tmp_path)
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
     namespace: dict[str, object] = {"__name__": "readme_example"}
     checked_error = False
     for index, (language, code) in enumerate(blocks):
+        if language == "xml":
+            project = tmp_path / "my-project"
+            project.mkdir(exist_ok=True)
+            (project / "model.agr").write_text(code)
+            continue
         if language != "python":
             continue
         path = tmp_path / f"readme_block_{index}.py"
@@ -155,6 +165,7 @@ def test_readme_python_examples_run(tmp_path: Path) -> None:
             assert str(error).split(": error: ", 1)[1].strip() == shown.split(": error: ", 1)[1].strip()
             checked_error = True
     assert checked_error
+    assert (tmp_path / "model.onnx").exists()  # the markup example exported its model
 
 
 def test_compile_speed_bench_runs() -> None:

@@ -91,7 +91,7 @@ def _param(path: str) -> Any:
 def test_data_model_round_trips(path: str, tmp_path) -> None:
     original = onnx.load(path)
     source, rebuilt = round_trip(original, str(tmp_path))
-    difference = first_difference(original, rebuilt)
+    difference = first_difference(original, rebuilt, check_metadata=True)
     assert difference is None, f"{difference}\n--- generated source (start) ---\n{source[:3000]}"
     data_sets, rtol, atol = _data_sets(path, original)
     if _runs(original, data_sets, rtol, atol):

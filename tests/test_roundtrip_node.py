@@ -17,10 +17,7 @@ from tests.roundtrip import assert_outputs_close, round_trip, run
 pytestmark = pytest.mark.slow
 
 # name -> why the round trip cannot be exact.
-EXCLUDED: dict[str, str] = {
-    "test_if_opt": "the @script compiler reads FLOAT[5] inside an attribute (op.Optional(type=Sequence[FLOAT[5]])) "
-    "as tensor indexing: dsl/frontend/expressions.py index_item rejects a TensorType index on a compile-time value",
-}
+EXCLUDED: dict[str, str] = {}
 
 _CASES = node_case_models()
 
@@ -46,7 +43,7 @@ def _original_runs(case) -> bool:
 def test_node_case_round_trips(name: str, tmp_path) -> None:
     case = _CASES[name]
     source, rebuilt = round_trip(case.model, str(tmp_path), "case")
-    difference = first_difference(case.model, rebuilt)
+    difference = first_difference(case.model, rebuilt, check_metadata=True)
     assert difference is None, f"{difference}\n--- generated source ---\n{source}"
     if _original_runs(case):
         inputs, expected = case.data_sets[0]

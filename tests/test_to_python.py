@@ -15,6 +15,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import converter
@@ -331,3 +333,53 @@ def test_importing_converter_does_not_import_onnx() -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
     assert result.stdout.split() == ["False", "True"]
+
+
+_NAME_TEXT = st.text(min_size=0, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(names=st.lists(_NAME_TEXT, min_size=4, max_size=4, unique=True))
+def test_any_value_names_give_valid_python_that_round_trips(names: list[str], tmp_path) -> None:
+    # Arbitrary (unique, possibly empty-looking or non-ASCII) value names must become
+    # distinct identifiers; the compiled model is the same graph.
+    x, weight, hidden, y = (name or f"fallback{i}" for i, name in enumerate(names))
+    model = _model(
+        [helper.make_node("Mul", [x, weight], [hidden]), helper.make_node("Softplus", [hidden], [y])],
+        [_float(x, [2])], [_float(y, [2])],
+        initializers=[numpy_helper.from_array(np.array([0.5, -2.0], np.float32), weight)],
+    )
+    source, rebuilt = round_trip(model, str(tmp_path), "names")
+    ast.parse(source)
+    assert first_difference(model, rebuilt) is None
+    np.testing.assert_array_equal(run(model, [np.array([1, 2], np.float32)])[0],
+                                  run(rebuilt, [np.array([1, 2], np.float32)])[0])
+
+
+def test_round_trip_of_sparse_initializers_and_attributes(tmp_path) -> None:
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "s"),
+                                       numpy_helper.from_array(np.array([0, 3], np.int64), "s_indices"), [2, 2])
+    constant = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5.0], np.float32), "cv"),
+                                         numpy_helper.from_array(np.array([1], np.int64), "ci"), [4])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "s"], ["y"]), helper.make_node("Constant", [], ["c"], sparse_value=constant)],
+        "g", [_float("x", [2, 2])], [_float("y", [2, 2]), _float("c", [4])], sparse_initializer=[sparse],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    source, rebuilt = round_trip(model, str(tmp_path))
+    assert "s = sparse_initializer(np.array([1.0, 2.0], dtype=np.float32), np.array([0, 3], dtype=np.int64)" in source
+    assert "sparse_value=sparse_tensor(" in source
+    assert first_difference(model, rebuilt) is None  # onnxruntime cannot run sparse initializers of this shape
+    assert len(rebuilt.graph.sparse_initializer) == 1 and not rebuilt.graph.initializer
+
+
+def test_round_trip_keeps_model_metadata(tmp_path) -> None:
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_float("x", [2])], [_float("y", [2])])
+    model.producer_name, model.producer_version, model.doc_string = "exporter", "2.1", "A model.\nTwo lines."
+    model.graph.doc_string = "the graph"
+    helper.set_model_props(model, {"license": "MIT", "author": "someone"})
+    source, rebuilt = round_trip(model, str(tmp_path))
+    assert "main_graph.model_options = {" in source and "'metadata_props': {'license': 'MIT'" in source
+    assert first_difference(model, rebuilt, check_metadata=True) is None
+    assert rebuilt.producer_version == "2.1"

@@ -16,6 +16,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from dsl import ir, types
 from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
@@ -267,9 +269,21 @@ class ControlFlowCompiler:
         initial = self.expr(node.test)
         if isinstance(initial, PyValue) and not self.truth(initial, node.test):
             return None
-        condition = self.condition_value(initial, node.test)
+        condition = self.scalar_condition(self.condition_value(initial, node.test), node.test)
         self.compile_loop(node, None, condition, node.body, None, node.test)
         return None
+
+    def scalar_condition(self, condition: ir.Value, node: ast.AST) -> ir.Value:
+        """A Loop condition as the rank-0 tensor onnxruntime insists on.
+
+        ``while op.ReduceMax(x) > t`` compares a one-element rank-1 tensor (ReduceMax keeps
+        the reduced axis), which Python accepts; the Loop's condition must be a scalar,
+        so such a condition is reshaped to ``[]`` unless it is known to be one already.
+        """
+        if _known_scalar(condition):
+            return condition
+        no_axes = self.as_value(PyValue(np.zeros(0, dtype=np.int64)), node)
+        return self.builder.operator("Reshape", [condition, no_axes], self.loc(node))
 
     def compile_loop(
         self, node: ast.stmt, trip: Any, condition: ir.Value | None, body: list[ast.stmt],
@@ -360,13 +374,39 @@ class ControlFlowCompiler:
             if not keep_going.value:
                 value = self.condition_value(PyValue(False), node)
             else:
-                value = self.condition_value(self.expr(while_test), while_test)
+                value = self.scalar_condition(self.condition_value(self.expr(while_test), while_test), while_test)
         else:
-            test = self.condition_value(self.expr(while_test), while_test)
+            test = self.scalar_condition(self.condition_value(self.expr(while_test), while_test), while_test)
             value = self.builder.operator("And", [self.condition_value(keep_going, node), test], location)
         if value not in self.builder.produced:
             value = self.builder.operator("Identity", [value], location)
         return value
+
+
+# Ops whose result is a scalar when every input is one (no broadcasting to a higher rank).
+_SCALAR_PRESERVING = frozenset({
+    "Not", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "Cast", "CastLike", "Identity", "Add", "Sub", "Mul", "Div", "Neg", "Abs",
+})
+
+
+def _known_scalar(value: ir.Value, depth: int = 0) -> bool:
+    """Whether ``value`` is certainly rank 0: declared so, a scalar constant, or an
+    elementwise op over such values (a short walk up the producers, never the whole graph)."""
+    declared = value.type
+    if isinstance(declared, ir.TensorType) and declared.shape is not None:
+        return declared.shape == ()
+    producer = value.producer
+    if producer is None or producer.domain != "" or depth > 6:
+        return False
+    if producer.op_type == "Constant":
+        payload = producer.attributes.get("value")
+        if payload is None:  # value_int / value_float / value_string are scalars by definition
+            return any(name in producer.attributes for name in ("value_int", "value_float", "value_string"))
+        return isinstance(payload.value, ir.Tensor) and payload.value.array.ndim == 0
+    if producer.op_type in _SCALAR_PRESERVING:
+        return all(i is not None and _known_scalar(i, depth + 1) for i in producer.inputs)
+    return False
 
 
 def _not_a_value(operand: Any) -> bool:
@@ -374,8 +414,6 @@ def _not_a_value(operand: Any) -> bool:
 
 
 def _is_int(value: Any) -> bool:
-    import numpy as np
-
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 

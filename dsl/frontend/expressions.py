@@ -268,8 +268,20 @@ class ExpressionCompiler:
     # ---------------------------------------------------------- subscripts
     def expr_subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
-        index = self.index_item(node.slice)
         location = self.loc(node)
+        if isinstance(base, PyValue) and not isinstance(base.value, (list, tuple, np.ndarray)):
+            # A compile-time object (FLOAT, Sequence, a dict of settings) is indexed by
+            # Python itself: Sequence[FLOAT[5]] is a type, not tensor indexing.
+            index = self.compile_time_index(node.slice)
+            if index is None:
+                raise DslTypeError(
+                    f"a {type(base.value).__name__} known at compile time can only be indexed by "
+                    "values known at compile time",
+                    location,
+                    hint="index tensors (function inputs, op results) instead, or use op.Gather",
+                )
+            return self.fold(operator.getitem, (base.value, index.value), node)
+        index = self.index_item(node.slice)
         if isinstance(base, ValueTuple):
             if isinstance(index, int) and not isinstance(index, bool):
                 try:
@@ -306,6 +318,18 @@ class ExpressionCompiler:
                                hint="write seq[i]; use op.SequenceErase/op.SplitToSequence to build other sequences")
         position = index if isinstance(index, ir.Value) else self.as_value(PyValue(int(index)), node)
         return self.builder.operator("SequenceAt", [sequence, position], self.loc(node))
+
+    def compile_time_index(self, node: ast.expr) -> PyValue | None:
+        """The index as a Python value when every part of it is known at compile time."""
+        if isinstance(node, ast.Tuple):
+            items = [self.compile_time_index(item) for item in node.elts]
+            if any(item is None for item in items):
+                return None
+            return PyValue(tuple(item.value for item in items if item is not None))
+        if isinstance(node, ast.Slice):
+            return None
+        operand = self.expr(node)
+        return operand if isinstance(operand, PyValue) else None
 
     def index_item(self, node: ast.expr) -> Any:
         """An index as Python would pass it to ``__getitem__``, with tensors as ir.Values."""

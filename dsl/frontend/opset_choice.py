@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dsl.errors import DslTypeError
-from dsl.opsets import Op, Opset
+from dsl.opsets import OPSET_NAME, Op, Opset
 
 __all__ = ["referenced_opsets"]
 
@@ -53,11 +53,17 @@ def referenced_opsets(
         elif isinstance(target, pytypes.ModuleType):
             modules.append(target)
     for module in modules:
+        namespace = vars(module)
         for name in names:
-            try:
-                found = getattr(module, name, None)
-            except Exception:  # a module whose __getattr__ fails is not an opset module
-                continue
+            found = namespace.get(name)
+            if found is None and OPSET_NAME.match(name):
+                # dsl.opset18 and friends exist only through the module's lazy __getattr__;
+                # other names are read from the namespace so no module hook (numpy's
+                # deprecation warnings, say) runs for names that merely share a spelling.
+                try:
+                    found = getattr(module, name, None)
+                except Exception:  # a module whose __getattr__ fails is not an opset module
+                    continue
             if isinstance(found, Opset):
                 opsets.append(found)
     versions: dict[str, int] = {}
