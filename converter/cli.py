@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from dsl.errors import DslError
@@ -22,7 +21,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="compile an example model, run it in onnxruntime, print what happened")
     demo.set_defaults(run=_run_demo)
-    # Further subcommands (to-python, compile, export) are registered below this line.
     _add_export(commands)
     _add_to_python(commands)
     _add_compile(commands)
@@ -35,7 +33,7 @@ def _add_to_python(commands: Any) -> None:
         help="write an ONNX model as Python source for @script (weights beside it in an .npz)",
         description="Write MODEL as readable Python; tensors larger than --inline-limit elements go to an .npz file.",
     )
-    to_python.add_argument("model", help="the model file (.onnx)")
+    to_python.add_argument("model", help="the model: an .onnx file, or a markup project (directory, .agr or .xml)")
     to_python.add_argument("-o", "--output", help="the .py file to write (default: print the source)")
     to_python.add_argument("--weights", help="the .npz file for large tensors (default: OUTPUT with .npz)")
     to_python.add_argument("--inline-limit", type=int, default=16, help="largest tensor written inline (elements)")
@@ -45,18 +43,25 @@ def _add_to_python(commands: Any) -> None:
     to_python.set_defaults(run=_run_to_python)
 
 
-# Readers of each input format for ``to-python``, by file suffix: each turns a path into
-# an IR model (or function).  Other formats register here (markup files, for instance).
-TO_PYTHON_READERS: dict[str, Callable[[str], Any]] = {}
+_MARKUP_SUFFIXES = (".agr", ".xml")
 
 
-def _read_onnx(path: str) -> Any:
+def _read_model(path: str, bindings: dict[str, str]) -> Any:
+    """An IR model from an ONNX file, or from a markup project (its directory or .agr/.xml file)."""
+    import os
+
+    if os.path.isdir(path) or os.path.splitext(path)[1].lower() in _MARKUP_SUFFIXES:
+        from dsl.markup import to_model
+
+        return to_model(path, bindings=bindings)
+    if bindings:
+        raise DslError(
+            f"--bind sets var(...) in markup, and {path} is not markup",
+            hint="drop --bind, or pass a markup project (a directory, or an .agr/.xml file)",
+        )
     from converter.from_onnx import load_model
 
     return load_model(path)
-
-
-TO_PYTHON_READERS[".onnx"] = _read_onnx
 
 
 def _run_to_python(args: argparse.Namespace) -> int:
@@ -64,12 +69,7 @@ def _run_to_python(args: argparse.Namespace) -> int:
 
     from converter.to_python import model_to_python
 
-    # Any suffix without a reader of its own is read as ONNX (.onnx, .pb, ...).
-    reader = TO_PYTHON_READERS.get(os.path.splitext(args.model)[1].lower(), _read_onnx)
-    if os.path.isdir(args.model) or reader is _read_markup:  # a markup project (.agr/.xml or its directory)
-        model = _read_markup(args.model, _parse_bindings(args.bind))
-    else:
-        model = reader(args.model)
+    model = _read_model(args.model, _parse_bindings(args.bind))
     weights = args.weights
     if weights is None and args.output:
         weights = os.path.splitext(args.output)[0] + ".npz"
@@ -135,16 +135,6 @@ def _add_export(commands: Any) -> None:
     export.add_argument("--no-weights", action="store_true", help="do not write weights.npz into the project")
     export.add_argument("--quiet", action="store_true", help="no note about freshly initialised weights")
     export.set_defaults(run=_run_export)
-
-
-def _read_markup(path: str, bindings: dict[str, str] | None = None) -> Any:
-    from dsl.markup import to_model
-
-    return to_model(path, bindings=bindings)
-
-
-TO_PYTHON_READERS[".agr"] = _read_markup
-TO_PYTHON_READERS[".xml"] = _read_markup
 
 
 def _parse_bindings(pairs: list[str]) -> dict[str, str]:

@@ -280,10 +280,12 @@ class _Comparison:
                 self._visit(*self.work.pop())
             # Dead code: pair what no output reached, from its sinks.
             pushed = False
-            while checked < len(self.scopes):
+            while checked < len(self.scopes) and not pushed:
                 first, second = self.scopes[checked]
                 checked += 1
-                pushed |= self._pair_dead_nodes(first, second)
+                # After pairing dead sinks, walk from them first: a dead Loop's body is a new
+                # scope whose nodes its outputs reach, and must not be taken for dead code.
+                pushed = self._pair_dead_nodes(first, second)
                 self._check_initializers(first, second)
             if not pushed:
                 return
@@ -396,12 +398,12 @@ class _Comparison:
 
         if attr_a.ref_attr_name != attr_b.ref_attr_name:
             raise _Different(f"{label()}: refers to {attr_a.ref_attr_name!r} vs {attr_b.ref_attr_name!r}")
-        value_a = onnx.helper.get_attribute_value(attr_a) if not attr_a.ref_attr_name else None
-        value_b = onnx.helper.get_attribute_value(attr_b) if not attr_b.ref_attr_name else None
         if attr_a.type != attr_b.type:
             raise _Different(f"{label()}: kind {_kind_name(attr_a.type)} vs {_kind_name(attr_b.type)}")
-        if attr_a.ref_attr_name:
+        if attr_a.ref_attr_name:  # both refer to the same function attribute: no value to compare
             return
+        value_a = onnx.helper.get_attribute_value(attr_a)
+        value_b = onnx.helper.get_attribute_value(attr_b)
         kind = attr_a.type
         A = onnx.AttributeProto
         if kind == A.GRAPH:

@@ -11,12 +11,13 @@ import time
 
 import numpy as np
 
-from dsl import FLOAT, script
+from dsl import FLOAT, ScriptFunction, script
 from dsl import opset18 as op
 
 __all__ = ["main", "layer_norm", "mlp_block"]
 
-# Named sizes: B rows of D features, H hidden units.
+# Named sizes: B rows of D features, H hidden units.  These annotations are read by the
+# @script compiler, not by mypy, to which FLOAT["B", "D"] is no type (hence the ignores).
 Rows = FLOAT["B", "D"]
 Features = FLOAT["D"]
 WeightIn = FLOAT["D", "H"]
@@ -25,7 +26,7 @@ WeightOut = FLOAT["H", "D"]
 
 
 @script()
-def layer_norm(x: Rows, scale: Features, bias: Features, epsilon: float = 1e-5) -> Rows:
+def layer_norm(x: Rows, scale: Features, bias: Features, epsilon: float = 1e-5) -> Rows:  # type: ignore[valid-type]
     mean = op.ReduceMean(x, [-1])
     centered = x - mean
     variance = op.ReduceMean(centered * centered, [-1])
@@ -34,8 +35,8 @@ def layer_norm(x: Rows, scale: Features, bias: Features, epsilon: float = 1e-5) 
 
 @script()
 def mlp_block(
-    x: Rows, scale: Features, bias: Features, w1: WeightIn, b1: Hidden, w2: WeightOut, b2: Features
-) -> Rows:
+    x: Rows, scale: Features, bias: Features, w1: WeightIn, b1: Hidden, w2: WeightOut, b2: Features  # type: ignore[valid-type]
+) -> Rows:  # type: ignore[valid-type]
     hidden = op.Relu(op.MatMul(layer_norm(x, scale, bias), w1) + b1)
     return x + op.MatMul(hidden, w2) + b2
 
@@ -46,7 +47,9 @@ def _numpy_layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilo
     return (x - mean) / np.sqrt(variance + epsilon) * scale + bias
 
 
-def _numpy_mlp_block(x, scale, bias, w1, b1, w2, b2) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _numpy_mlp_block(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
+) -> np.ndarray:
     hidden = np.maximum(_numpy_layer_norm(x, scale, bias) @ w1 + b1, 0)
     return x + hidden @ w2 + b2
 
@@ -55,7 +58,7 @@ def _milliseconds(start: float) -> str:
     return f"{(time.perf_counter() - start) * 1e3:.2f} ms"
 
 
-def _show(title: str, function, inputs: list[np.ndarray], expected: np.ndarray) -> float:  # type: ignore[no-untyped-def]
+def _show(title: str, function: ScriptFunction, inputs: list[np.ndarray], expected: np.ndarray) -> float:
     import onnx
     import onnx.printer
     import onnxruntime

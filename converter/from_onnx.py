@@ -24,6 +24,7 @@ Not kept: ``training_info``, ``quantization_annotation`` and per-node/function
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 import os
@@ -50,6 +51,8 @@ _RAW_DTYPES = {
 }
 # Element types stored one value per entry of a typed field (when not in raw_data).
 _TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data"}
+_UNSEEN: Any = object()
+_ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
 _LOAD_HINT = "check that the file is a complete ONNX model (re-export or re-download it)"
 
 FunctionKey = tuple[str, str, str]
@@ -205,6 +208,8 @@ class _Reader:
         self.source = source
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
+        self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
+        self.types: dict[bytes, ir.IRType | None] = {}
 
     # ------------------------------------------------------------------ functions
 
@@ -260,10 +265,12 @@ class _Reader:
         graph = ir.Graph(name=proto.name, doc_string=proto.doc_string)
         where = f"graph {proto.name!r}" if proto.name else "the graph"
         initializers: dict[str, ir.Value] = {}
+        tensor_type = self.tensor_type
+        Value = ir.Value
         for tensor_proto in proto.initializer:
             tensor = self.tensor(tensor_proto)
-            value = ir.Value(tensor_proto.name, ir.TensorType(tensor.elem_type, tensor.array.shape), initializer=tensor)
-            initializers[tensor_proto.name] = value
+            value = Value(tensor.name, tensor_type(tensor.elem_type, tensor.array.shape), None, tensor)
+            initializers[tensor.name] = value
             graph.initializers.append(value)
         for sparse_proto in proto.sparse_initializer:
             sparse = self.sparse_tensor(sparse_proto)
@@ -272,7 +279,8 @@ class _Reader:
             value = ir.Value(name, type=ir.SparseTensorType(sparse.values.elem_type, sparse.dims))
             initializers.setdefault(name, value)
         for value_proto in proto.input:
-            value = initializers.get(value_proto.name) or ir.Value(value_proto.name)
+            name = value_proto.name
+            value = initializers.get(name) or Value(name)
             value.type = self.type(value_proto.type) or value.type
             value.doc_string = value_proto.doc_string
             graph.inputs.append(value)
@@ -305,7 +313,7 @@ class _Reader:
 
     def _nodes(self, node_protos: Any, graph: ir.Graph, scope: _Scope, where: str) -> None:
         # First bind every output name, so an unsorted (but acyclic) graph still converts.
-        made: list[ir.Node] = []
+        made: list[tuple[ir.Node, Any]] = []
         values = scope.values
         Node, Value = ir.Node, ir.Value
         for node_proto in node_protos:
@@ -315,7 +323,7 @@ class _Reader:
                 node_proto.name, node_proto.overload, node_proto.doc_string,
             )
             outputs = node.outputs
-            for name in node_proto.output:
+            for name in node_proto.output[:]:  # (slicing a repeated field beats iterating it)
                 value = Value(name, None, node)
                 outputs.append(value)
                 if name:
@@ -326,24 +334,24 @@ class _Reader:
                             hint="ONNX values are assigned once; the model is malformed",
                         )
                     values[name] = value
-            made.append(node)
+            made.append((node, node_proto))
         functions = self.functions
         get = values.get
-        for node, node_proto in zip(made, node_protos):
-            inputs = node.inputs
-            for name in node_proto.input:
-                if not name:
-                    inputs.append(None)
-                    continue
-                found = get(name)
-                if found is None:
-                    found = self._use(scope, name, lambda p=node_proto: f"input of {_describe_node(p)} in {where}")
-                inputs.append(found)
-            if node_proto.attribute:
-                node.attributes = {a.name: self.attribute(a, scope) for a in node_proto.attribute}
+        attribute = self.attribute
+        for node, node_proto in made:
+            names = node_proto.input[:]
+            inputs: list[ir.Value | None] = [get(name) if name else None for name in names]
+            if None in inputs:  # omitted optional inputs, or values of an enclosing graph
+                for index, name in enumerate(names):
+                    if name and inputs[index] is None:
+                        inputs[index] = self._use(scope, name, functools.partial(_describe_input, node_proto, where))
+            node.inputs = inputs
+            attribute_protos = node_proto.attribute[:]
+            if attribute_protos:
+                node.attributes = {a.name: attribute(a, scope) for a in attribute_protos}
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
-        graph.nodes.extend(made)
+        graph.nodes.extend([node for node, _ in made])
 
     def _define(self, scope: _Scope, value: ir.Value) -> ir.Value:
         scope.values[value.name] = value
@@ -364,47 +372,81 @@ class _Reader:
     # ----------------------------------------------------------------- attributes
 
     def attribute(self, proto: onnx.AttributeProto, scope: _Scope) -> ir.Attr:
-        kind = ir.AttrKind(proto.type) if proto.type else _guess_kind(proto)
+        type_number = proto.type
+        kind = _ATTR_KINDS.get(type_number) if type_number else _guess_kind(proto)
+        if kind is None:
+            raise ModelLoadError(
+                f"{self.source}: attribute {proto.name!r} has unknown type {type_number}",
+                hint="the model is malformed or newer than this onnx; run onnx.checker.check_model on it",
+            )
         if proto.ref_attr_name:
             return ir.Attr(proto.name, kind, None, ref_attr_name=proto.ref_attr_name, doc_string=proto.doc_string)
-        K = ir.AttrKind
         value: Any
-        if kind == K.FLOAT:
-            value = float(proto.f)
-        elif kind == K.INT:
-            value = int(proto.i)
-        elif kind == K.STRING:
-            value = _text(proto.s)
-        elif kind == K.TENSOR:
+        # Dispatch on the plain int (enum attribute lookups cost more), most frequent kinds
+        # first; protobuf already hands out Python ints, floats and (sliced) lists.
+        number = type_number or int(kind)
+        if number == 7:  # INTS
+            value = proto.ints[:]
+        elif number == 2:  # INT
+            value = proto.i
+        elif number == 1:  # FLOAT
+            value = proto.f
+        elif number == 4:  # TENSOR
             value = self.tensor(proto.t)
-        elif kind == K.GRAPH:
+        elif number == 3:  # STRING
+            value = _text(proto.s)
+        elif number == 5:  # GRAPH
             value = self.graph(proto.g, scope)
-        elif kind == K.SPARSE_TENSOR:
+        elif number == 6:  # FLOATS
+            value = proto.floats[:]
+        elif number == 11:  # SPARSE_TENSOR
             value = self.sparse_tensor(proto.sparse_tensor)
-        elif kind == K.TYPE_PROTO:
+        elif number == 13:  # TYPE_PROTO
             value = self.type(proto.tp)
-        elif kind == K.FLOATS:
-            value = [float(f) for f in proto.floats]
-        elif kind == K.INTS:
-            value = [int(i) for i in proto.ints]
-        elif kind == K.STRINGS:
+        elif number == 8:  # STRINGS
             value = [_text(s) for s in proto.strings]
-        elif kind == K.TENSORS:
+        elif number == 9:  # TENSORS
             value = [self.tensor(t) for t in proto.tensors]
-        elif kind == K.GRAPHS:
+        elif number == 10:  # GRAPHS
             value = [self.graph(g, scope) for g in proto.graphs]
-        elif kind == K.SPARSE_TENSORS:
+        elif number == 12:  # SPARSE_TENSORS
             value = [self.sparse_tensor(s) for s in proto.sparse_tensors]
-        elif kind == K.TYPE_PROTOS:
+        elif number == 14:  # TYPE_PROTOS
             value = [self.type(t) for t in proto.type_protos]
         else:
             raise ModelLoadError(
                 f"{self.source}: attribute {proto.name!r} has no value (kind {kind.name})",
                 hint="the model is malformed; run onnx.checker.check_model on it",
             )
-        return ir.Attr(proto.name, kind, value, doc_string=proto.doc_string)
+        return ir.Attr(proto.name, kind, value, None, proto.doc_string)
 
     def tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
+        data_type = proto.data_type
+        fast_dtype = _RAW_DTYPES.get(data_type)
+        if fast_dtype is not None and proto.data_location != 1:
+            # The common cases, several times cheaper than numpy_helper.to_array.
+            shape = tuple(proto.dims[:])
+            if proto.HasField("raw_data"):
+                raw = proto.raw_data
+                if len(raw) == fast_dtype.itemsize * math.prod(shape):
+                    array = np.frombuffer(raw, fast_dtype)  # a view of the bytes, no copy
+                    if len(shape) != 1:  # (1-D is already right)
+                        array = array.reshape(shape)
+                    return ir.Tensor(array, data_type, proto.name, proto.doc_string)
+            else:
+                field_name = _TYPED_FIELDS.get(data_type)
+                if field_name is not None:
+                    typed = getattr(proto, field_name)
+                    size = math.prod(shape)
+                    if len(typed) == size:
+                        array = np.fromiter(typed, fast_dtype, size)
+                        if len(shape) != 1:
+                            array = array.reshape(shape)
+                        return ir.Tensor(array, data_type, proto.name, proto.doc_string)
+        return self._slow_tensor(proto)
+
+    def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
+        """Strings, external data, packed and new element types: what numpy_helper knows."""
         from onnx import numpy_helper
 
         if proto.data_type == _STRING and proto.data_location != 1:
@@ -418,22 +460,6 @@ class _Reader:
                     hint="the model is malformed or truncated",
                 )
             return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
-        data_type = proto.data_type
-        fast_dtype = _RAW_DTYPES.get(data_type)
-        if fast_dtype is not None and proto.data_location != 1:
-            # The common cases, several times cheaper than numpy_helper.to_array.
-            shape = tuple(proto.dims)
-            size = math.prod(shape)
-            if proto.HasField("raw_data"):
-                raw = proto.raw_data
-                if len(raw) == fast_dtype.itemsize * size:
-                    array = np.frombuffer(raw, dtype=fast_dtype).reshape(shape)
-                    return ir.Tensor(array, data_type, proto.name, proto.doc_string)
-            elif data_type in _TYPED_FIELDS:
-                typed = getattr(proto, _TYPED_FIELDS[data_type])
-                if len(typed) == size:
-                    array = np.fromiter(typed, dtype=fast_dtype, count=size).reshape(shape)
-                    return ir.Tensor(array, data_type, proto.name, proto.doc_string)
         try:
             array = numpy_helper.to_array(proto)
         except (ValueError, TypeError, KeyError, OSError) as error:
@@ -446,11 +472,28 @@ class _Reader:
     def sparse_tensor(self, proto: onnx.SparseTensorProto) -> ir.SparseTensor:
         return ir.SparseTensor(self.tensor(proto.values), self.tensor(proto.indices), tuple(int(d) for d in proto.dims))
 
+    def tensor_type(self, elem_type: int, shape: tuple[int | str | None, ...] | None) -> ir.TensorType:
+        """One shared (immutable) TensorType per distinct type: models repeat a few types many times."""
+        key = (elem_type, shape)
+        found = self.tensor_types.get(key)
+        if found is None:
+            found = self.tensor_types[key] = ir.TensorType(elem_type, shape)
+        return found
+
     def type(self, proto: onnx.TypeProto) -> ir.IRType | None:
+        # IR types are immutable, and a model spells the same few types over and over:
+        # one lookup by the serialized proto is cheaper than walking its dimensions.
+        key = proto.SerializeToString()
+        found = self.types.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self.types[key] = self._new_type(proto)
+        return found
+
+    def _new_type(self, proto: onnx.TypeProto) -> ir.IRType | None:
         which = proto.WhichOneof("value")
         if which == "tensor_type":
             tensor = proto.tensor_type
-            return ir.TensorType(int(tensor.elem_type), _shape(tensor))
+            return self.tensor_type(tensor.elem_type, _shape(tensor))
         if which == "sparse_tensor_type":
             sparse = proto.sparse_tensor_type
             return ir.SparseTensorType(int(sparse.elem_type), _shape(sparse))
@@ -488,6 +531,10 @@ def _text(raw: bytes) -> str | bytes:
 def _describe_node(proto: Any) -> str:
     label = f"{proto.domain}::{proto.op_type}" if proto.domain else proto.op_type
     return f"node {label} {proto.name!r}" if proto.name else f"node {label}"
+
+
+def _describe_input(proto: Any, where: str) -> str:
+    return f"input of {_describe_node(proto)} in {where}"
 
 
 def _guess_kind(proto: Any) -> ir.AttrKind:

@@ -229,17 +229,23 @@ def _has_elem_type(ir_type: ir.IRType | None) -> bool:
 # ----------------------------------------------------------------------------- attributes
 
 
+# ir.AttrKind numbers the kinds as ONNX does; the table gives them the proto's enum type.
+_ATTRIBUTE_TYPES: dict[int, onnx.AttributeProto.AttributeType] = {
+    kind: onnx.AttributeProto.AttributeType.Value(kind.name) for kind in ir.AttrKind
+}
+
+
 def _fill_attr(proto: onnx.AttributeProto, attr: ir.Attr, scope: _Scope) -> None:
     if attr.ref_attr_name is not None:
         if scope.attr_values is None:
             proto.name = attr.name
-            proto.type = int(attr.kind)
+            proto.type = _ATTRIBUTE_TYPES[attr.kind]
             proto.ref_attr_name = attr.ref_attr_name
             return
         attr = _bound_attr(attr, scope.attr_values)
     proto.name = attr.name
     kind = attr.kind
-    proto.type = int(kind)
+    proto.type = _ATTRIBUTE_TYPES[kind]
     if attr.doc_string:
         proto.doc_string = attr.doc_string
     value = attr.value
@@ -435,9 +441,9 @@ def _fill_graph(proto: onnx.GraphProto, graph: ir.Graph, scope: _Scope) -> None:
         if value.doc_string:
             output.doc_string = value.doc_string
     for value in graph.value_info:
-        name = scope.names.get(id(value))
-        if name and value.type is not None:
-            _fill_value_info(proto.value_info.add(), name, value, scope)
+        defined = scope.names.get(id(value))
+        if defined and value.type is not None:
+            _fill_value_info(proto.value_info.add(), defined, value, scope)
 
 
 def _output_names(graph: ir.Graph, scope: _Scope, nodes: Any) -> list[str]:

@@ -27,11 +27,11 @@ Spelling rules (conservative: what the compiler certainly handles)
   Neg and Not, with no attributes;
 * an If is written ``if cond: ... else: ...`` when the compiler turns that back into the
   same If (each branch computes its own outputs, the condition is known to be BOOL);
-  otherwise, and for every other subgraph attribute (Loop and Scan bodies), the graph is
-  a nested ``@graph()`` function defined just before the node that uses it.  A Loop is
-  never written as ``for``/``while``: the compiler lowers ``for i in range(n)`` with a
-  ``Max(n, 0)`` trip count and ``while c:`` with ``c`` as a loop-carried value, and has
-  no scan outputs, so neither would come back as the same Loop;
+  a Loop is written ``for i in range(n):`` or ``while c:`` (with ``break``) in the forms
+  the compiler turns back into the same Loop (see "structured loops" below: no scan
+  outputs, conditions the compiler reproduces node for node); otherwise, and for every
+  other subgraph attribute (Scan bodies...), the graph is a nested ``@graph()`` function
+  defined just before the node that uses it;
 * model-local functions are ``@script(opset, domain=..., name=...)`` functions written
   before their callers, called by their Python name;
 * tensor attributes are ``np.array(...)`` literals (large ones: module-level names read
@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from converter.npz import write_npz
 from dsl import ir, types
 from dsl.errors import ConversionError
 
@@ -80,6 +81,8 @@ _ATTR_ANNOTATIONS = {
 }
 
 _NOT_IDENTIFIER = re.compile(r"[^0-9a-zA-Z_]+")
+# Bytes -> the same byte if it may appear in an identifier, else 0 (bytes.translate is fast).
+_MARK_OTHERS = bytes(code if chr(code).isascii() and (chr(code).isalnum() or code == 95) else 0 for code in range(256))
 _MODULE_NAMES = {"np", "ml_dtypes", "op", "script", "graph", "Opset", "initializer", "sparse_tensor",
                  "sparse_initializer", "load_weights", "weights", "Sequence", "Optional", "_"}
 _RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) \
@@ -88,7 +91,13 @@ _RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozense
 
 def _identifier(name: str, fallback: str) -> str:
     if not (name.isidentifier() and name.isascii()):
-        name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+        # Each run of other characters becomes one "_".  Exporters' names ("gpu_0/conv1_w_0")
+        # have single separators, which bytes.translate replaces several times faster.
+        marked = name.encode("ascii").translate(_MARK_OTHERS) if name.isascii() else b"\0\0"
+        if b"\0\0" in marked:
+            name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+        else:
+            name = marked.replace(b"\0", b"_").decode("ascii").strip("_")
         if not name:
             return fallback
         if name[0].isdigit():
@@ -238,7 +247,7 @@ def save_weights(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) ->
         else:
             stored[key] = array
     stored["__dtypes__"] = np.array(json.dumps(dtypes))
-    np.savez(path, **stored)
+    write_npz(path, stored)  # np.savez's format, without its ~15 µs per array
 
 
 def function_to_python(function: ir.Function) -> str:
@@ -348,10 +357,12 @@ def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -
             )
             module.sparse_names[name] = py_name
         for node in current.nodes:
+            if not node.attributes:
+                continue
             for attr in node.attributes.values():
-                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                if attr.kind == _GRAPH and attr.value is not None:
                     stack.append(attr.value)
-                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                elif attr.kind == _GRAPHS and attr.value is not None:
                     stack.extend(attr.value)
 
 
@@ -364,9 +375,13 @@ class _Writer:
         self.value_names: dict[int, str] = dict(module.initializer_names)
         self.attr_param_names: dict[str, str] = {}
         self.graph_names: dict[int, str] = {}
+        self.op_texts: dict[tuple[str, str], str] = {}  # (domain, op_type) -> "op.Relu"
+        self.keyword_names: set[str] = set()  # attribute names already checked to be valid keywords
         self.opset_imports = opset_imports
         self.main_version = main_version
         self.lines: list[str] = []
+        self.loop_plans: dict[int, _LoopPlan] | None = None  # id(Loop node) -> how to write it
+        self.absorbed: set[int] = set()  # ids of nodes a structured loop's Python stands for
 
     def name_of(self, value: ir.Value) -> str:
         name = self.value_names.get(id(value))
@@ -407,6 +422,8 @@ class _Writer:
     # ------------------------------------------------------------------ statements
 
     def graph_body(self, graph: ir.Graph, indent: str) -> None:
+        if self.loop_plans is None:  # the function's own graph: plan its loops, nested ones included
+            self.loop_plans, self.absorbed = _plan_loops(graph)
         lines = self.lines
         for node in graph.nodes:
             self.node(node, indent)
@@ -417,15 +434,20 @@ class _Writer:
         attrs = node.attributes
         if node.op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
             return
-        for attr in attrs.values():
-            if attr.kind in (ir.AttrKind.GRAPH, ir.AttrKind.GRAPHS) and attr.ref_attr_name is None:
-                self.subgraphs(attr, indent)
+        if self.absorbed and id(node) in self.absorbed:
+            return  # written by the structured loop that uses it
+        if node.op_type == "Loop" and self.loop_plans and self.structured_loop(node, indent):
+            return
+        if attrs:
+            for attr in attrs.values():
+                if attr.kind in _GRAPH_KINDS and attr.ref_attr_name is None:
+                    self.subgraphs(attr, indent)
         outputs = node.outputs
         while outputs and not outputs[-1].name:
             outputs = outputs[:-1]
         if not outputs:
             raise ConversionError(f"node {node.op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
-        targets = ", ".join([self.define(v) for v in outputs])
+        targets = self.define(outputs[0]) if len(outputs) == 1 else ", ".join([self.define(v) for v in outputs])
         inputs = node.inputs
         if not attrs and node.callee is None and node.domain == "" and None not in inputs:
             symbol = _BINARY.get(node.op_type)
@@ -442,19 +464,76 @@ class _Writer:
             callee_name = self.module.function_names.get(id(node.callee))
             if callee_name is None:
                 raise ConversionError(f"node {node.op_type} calls a function that is not part of the model")
-            callable_text = callee_name
+            callable_text: str | None = callee_name
         else:
-            if not node.op_type.isidentifier():
-                raise ConversionError(
-                    f"op type {node.op_type!r} is not a Python identifier, so it cannot be written as op.{node.op_type}"
-                )
-            callable_text = f"{self.opset(node.domain)}.{node.op_type}"
-        arguments = ["None" if v is None else self.name_of(v) for v in inputs]
+            callable_text = self.op_texts.get((node.domain, node.op_type))
+            if callable_text is None:
+                if not node.op_type.isidentifier():
+                    raise ConversionError(
+                        f"op type {node.op_type!r} is not a Python identifier, so it cannot be written as "
+                        f"op.{node.op_type}"
+                    )
+                callable_text = f"{self.opset(node.domain)}.{node.op_type}"
+                self.op_texts[(node.domain, node.op_type)] = callable_text
+        name_of, known = self.name_of, self.value_names.get  # (known names: no method call)
+        arguments = ["None" if v is None else known(id(v)) or name_of(v) for v in inputs]
         for attr in attrs.values():
-            if not attr.name.isidentifier() or keyword.iskeyword(attr.name):
-                raise ConversionError(f"attribute name {attr.name!r} of {node.op_type} is not a Python identifier")
-            arguments.append(f"{attr.name}={self.attribute(attr, node.op_type, node.domain)}")
+            attr_name = attr.name
+            if attr_name not in self.keyword_names:
+                if not attr_name.isidentifier() or keyword.iskeyword(attr_name):
+                    raise ConversionError(f"attribute name {attr_name!r} of {node.op_type} is not a Python identifier")
+                self.keyword_names.add(attr_name)
+            arguments.append(f"{attr_name}={self.attribute(attr, node.op_type, node.domain)}")
         self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")
+
+    def structured_loop(self, node: ir.Node, indent: str) -> bool:
+        """Write ``node`` as a ``for``/``while`` loop when :func:`_plan_loop` found the form
+        the compiler turns back into this very Loop; False leaves it to ``op.Loop``.
+
+        Each loop-carried value is one Python variable: set from the initial value before
+        the loop, read in the body, set to the body's result at its end, read after the
+        loop as the Loop's output::
+
+            y = x                      # Loop(n, "", x) -> y
+            for i in range(n):
+                t = y * i
+                y = t
+        """
+        assert self.loop_plans is not None
+        plan = self.loop_plans.get(id(node))
+        if plan is None:
+            return False
+        body: ir.Graph = node.attributes["body"].value
+        lines = self.lines
+        inner = indent + "    "
+        names = [self.define(v) for v in node.outputs]
+        for name, initial, formal in zip(names, node.inputs[2:], body.inputs[2:]):
+            lines.append(f"{indent}{name} = {self.name_of(initial)}")  # type: ignore[arg-type]
+            self.value_names[id(formal)] = name
+        condition_name = ""
+        if plan.form == "while":
+            assert plan.condition is not None
+            condition_name = self.names.fresh("keep_going")
+            lines.append(f"{indent}{condition_name} = {self.name_of(plan.condition)}")
+            lines.append(f"{indent}while {condition_name}:")
+        else:
+            trip = node.inputs[0]
+            assert trip is not None
+            lines.append(f"{indent}for {self.name_of(body.inputs[0])} in range({self.name_of(trip)}):")
+            if plan.condition is not None:
+                lines.append(f"{inner}if not {self.name_of(plan.condition)}:")
+                lines.append(f"{inner}    break")
+        for inner_node in body.nodes:
+            self.node(inner_node, inner)
+        for name, final in zip(names, body.outputs[1:]):
+            lines.append(f"{inner}{name} = {self.name_of(final)}")
+        if plan.form == "while":
+            assert plan.final is not None
+            lines.append(f"{inner}{condition_name} = {self.name_of(plan.final)}")
+        elif plan.final is not None:
+            lines.append(f"{inner}if {self.name_of(plan.final)}:")
+            lines.append(f"{inner}    break")
+        return True
 
     def structured_if(self, node: ir.Node, indent: str) -> bool:
         """Write ``node`` as ``if cond: ... else: ...`` when that compiles back to the same If.
@@ -536,23 +615,24 @@ class _Writer:
         K = ir.AttrKind
         value = attr.value
         kind = attr.kind
-        if kind == K.INT:
+        # The frequent kinds first, compared with module constants (enum lookups are slow).
+        if kind == _INTS:
+            return repr(list(value))
+        if kind == _INT:
             if (op_type, attr.name) in _ELEMENT_TYPE_ATTRIBUTES and domain == "" and value in _ENUM_NAMES:
                 self.module.type_names.add(_ENUM_NAMES[value])
                 return _ENUM_NAMES[value]
             return repr(value)
-        if kind == K.FLOAT:
+        if kind == _FLOAT:
             return _float_text(value, np.float32)
+        if kind == _TENSOR:
+            return self.tensor(value)
         if kind == K.STRING:
             return repr(value)
-        if kind == K.INTS:
-            return repr(list(value))
         if kind == K.FLOATS:
             return "[" + ", ".join(_float_text(v, np.float32) for v in value) + "]"
         if kind == K.STRINGS:
             return repr(list(value))
-        if kind == K.TENSOR:
-            return self.tensor(value)
         if kind == K.TENSORS:
             return "[" + ", ".join(self.tensor(t) for t in value) + "]"
         if kind in (K.GRAPH, K.GRAPHS):
@@ -589,6 +669,9 @@ class _Writer:
 
 
 _ENUM_NAMES = {t.enum: name for name, t in types.ELEMENT_TYPES.items()}
+_GRAPH_KINDS = frozenset((ir.AttrKind.GRAPH, ir.AttrKind.GRAPHS))
+_INT, _INTS, _FLOAT, _TENSOR = ir.AttrKind.INT, ir.AttrKind.INTS, ir.AttrKind.FLOAT, ir.AttrKind.TENSOR
+_GRAPH, _GRAPHS = ir.AttrKind.GRAPH, ir.AttrKind.GRAPHS
 # Ops whose output the compiler knows to be BOOL (so ``if x:`` needs no Cast).
 _BOOL_OPS = {"Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Not",
              "IsNaN", "IsInf"}
@@ -613,6 +696,343 @@ def _outputs_computed_here(branch: ir.Graph) -> bool:
         produced.update(id(v) for v in node.outputs)
     ids = [id(v) for v in branch.outputs]
     return len(set(ids)) == len(ids) and all(i in produced for i in ids)
+
+
+# ------------------------------------------------------------------ structured loops
+#
+# A Loop is written as ``for``/``while`` only in the forms the compiler turns back into
+# the very same Loop (dsl/frontend/control_flow.py), decided from the structure alone:
+#
+#   for i in range(n):                 Loop(n, "", v...), body condition Identity(cond_in)
+#   for i in range(n):                 Loop(n, c, v...), body condition Identity(cond_in)
+#       if not c: break
+#   for i in range(n): ...; if b: break    Loop(n, Constant(True), v...), condition Not(b)
+#   k = c / while k: ...; k = d            Loop("", c, v...), body condition d
+#
+# ``c``, ``b`` and ``d`` must be BOOL tensors the compiler knows to be scalars, or the
+# ``Reshape(x, [])`` the compiler puts around a condition it cannot prove to be one
+# (those nodes are then left to the compiler to make again).  Every other Loop (scan
+# outputs, an iteration number or condition input the Python cannot read, ...) keeps
+# ``op.Loop`` with a ``@graph()`` body.
+
+
+@dataclass(slots=True)
+class _LoopPlan:
+    """How a Loop is written: ``form`` is "for" or "while"; ``condition`` the value the
+    ``if not c: break`` guard (for) or the loop test (while) starts from; ``final`` the
+    ``if b: break`` value (for) or the test's value at the end of the body (while)."""
+
+    form: str
+    condition: ir.Value | None = None
+    final: ir.Value | None = None
+
+
+_INT64_OPS = frozenset({"Shape", "Size", "SequenceLength", "ArgMax", "ArgMin", "NonZero"})
+# Ops whose result the compiler takes as a scalar when all inputs are (control_flow._SCALAR_PRESERVING).
+_SCALAR_PRESERVING = frozenset({
+    "Not", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "Cast", "CastLike", "Identity", "Add", "Sub", "Mul", "Div", "Neg", "Abs",
+})
+
+
+class _LoopFacts:
+    """What the planner knows of one function: uses of each value, the graph each node is
+    in, and the role of each Loop body input (the compiler types them its own way)."""
+
+    __slots__ = ("graph_of", "roles", "uses")
+
+    def __init__(self) -> None:
+        self.uses: dict[int, int] = {}
+        self.graph_of: dict[int, int] = {}  # id(node) -> id(graph)
+        self.roles: dict[int, str] = {}  # id(body input) -> "iteration" | "condition" | "carried"
+
+    def used(self, value: ir.Value) -> int:
+        return self.uses.get(id(value), 0)
+
+
+def _plan_loops(graph: ir.Graph) -> tuple[dict[int, _LoopPlan], set[int]]:
+    """Plans for every Loop of ``graph`` and its subgraphs, and the nodes they absorb."""
+    graphs = [graph]
+    loops: list[ir.Node] = []
+    index = 0
+    while index < len(graphs):
+        for node in graphs[index].nodes:
+            if node.op_type == "Loop":
+                loops.append(node)
+            if node.attributes:
+                for attr in node.attributes.values():
+                    if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                        graphs.append(attr.value)
+                    elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                        graphs.extend(attr.value)
+        index += 1
+    plans: dict[int, _LoopPlan] = {}
+    absorbed: set[int] = set()
+    if not loops:
+        return plans, absorbed
+    facts = _LoopFacts()
+    uses = facts.uses
+    for current in graphs:
+        for value in current.outputs:
+            uses[id(value)] = uses.get(id(value), 0) + 1
+        for node in current.nodes:
+            facts.graph_of[id(node)] = id(current)
+            for read in node.inputs:
+                if read is not None:
+                    uses[id(read)] = uses.get(id(read), 0) + 1
+    for loop in loops:
+        body = _loop_body(loop)
+        if body is not None:
+            for position, formal in enumerate(body.inputs):
+                facts.roles[id(formal)] = ("iteration", "condition")[position] if position < 2 else "carried"
+    for loop in loops:
+        found = _plan_loop(loop, facts)
+        if found is not None:
+            plan, eaten = found
+            plans[id(loop)] = plan
+            absorbed.update(id(n) for n in eaten)
+    return plans, absorbed
+
+
+def _loop_body(loop: ir.Node) -> ir.Graph | None:
+    if loop.domain != "" or loop.callee is not None or len(loop.attributes) != 1:
+        return None
+    attr = loop.attributes.get("body")
+    if attr is None or attr.kind != ir.AttrKind.GRAPH or attr.ref_attr_name is not None:
+        return None
+    return attr.value if isinstance(attr.value, ir.Graph) else None
+
+
+def _plan_loop(loop: ir.Node, facts: _LoopFacts) -> tuple[_LoopPlan, list[ir.Node]] | None:
+    body = _loop_body(loop)
+    if body is None or len(loop.inputs) < 3 or body.initializers or body.sparse_initializers:
+        return None
+    trip, condition, initials = loop.inputs[0], loop.inputs[1], loop.inputs[2:]
+    carried = len(initials)
+    if any(v is None for v in initials) or any(not v.name for v in loop.outputs):
+        return None
+    if len(body.inputs) != 2 + carried or len(body.outputs) != 1 + carried or len(loop.outputs) != carried:
+        return None
+    if not _outputs_computed_here(body) or _omits_middle_outputs(body):
+        return None
+    iteration, condition_in, condition_out = body.inputs[0], body.inputs[1], body.outputs[0]
+    body_id = id(body)
+    loop_graph = facts.graph_of[id(loop)]
+    passes_condition = (
+        _is_plain(condition_out.producer, "Identity", 1)
+        and condition_out.producer.inputs[0] is condition_in  # type: ignore[union-attr]
+        and facts.used(condition_out) == 1 and facts.used(condition_in) == 1
+    )
+    if trip is not None:
+        if not _compiler_knows_int64(trip, facts):
+            return None
+        if condition is None:
+            if not passes_condition:
+                return None
+            return _LoopPlan("for"), [condition_out.producer]  # type: ignore[list-item]
+        if passes_condition:  # for i in range(n): if not c: break
+            start = _condition_source(condition, facts, loop_graph)
+            if start is None:
+                return None
+            guard, eaten = start
+            return _LoopPlan("for", condition=guard), [*eaten, condition_out.producer]  # type: ignore[list-item]
+        # for i in range(n): ... if b: break  ->  Loop(n, True, ...), condition Not(b)
+        if facts.used(condition_in) or not _is_true_constant(condition) or facts.used(condition) != 1:
+            return None
+        if facts.graph_of.get(id(condition.producer)) != loop_graph:
+            return None
+        stop = _break_source(condition_out, facts, body_id)
+        if stop is None:
+            return None
+        broken_by, eaten = stop
+        return _LoopPlan("for", final=broken_by), [condition.producer, *eaten]  # type: ignore[list-item]
+    if condition is None or facts.used(iteration) or facts.used(condition_in):
+        return None
+    start = _condition_source(condition, facts, loop_graph)
+    end = _condition_source(condition_out, facts, body_id, output=True)
+    if start is None or end is None:
+        return None
+    return _LoopPlan("while", condition=start[0], final=end[0]), [*start[1], *end[1]]
+
+
+def _is_plain(node: ir.Node | None, op_type: str, input_count: int) -> bool:
+    return (node is not None and node.op_type == op_type and node.domain == "" and node.callee is None
+            and not node.attributes and len(node.inputs) == input_count and None not in node.inputs)
+
+
+def _omits_middle_outputs(graph: ir.Graph) -> bool:
+    """Whether a node here or in a subgraph omits a middle output (written ``_``, which the
+    compiler would carry through the loop like any name assigned before it)."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        for node in current.nodes:
+            named = [bool(v.name) for v in node.outputs]
+            while named and not named[-1]:
+                named.pop()
+            if not all(named):
+                return True
+            for attr in node.attributes.values():
+                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                    stack.append(attr.value)
+                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                    stack.extend(attr.value)
+    return False
+
+
+def _condition_source(
+    value: ir.Value, facts: _LoopFacts, graph_id: int, output: bool = False
+) -> tuple[ir.Value, list[ir.Node]] | None:
+    """The Python-level condition that compiles to ``value`` (a Loop condition input, or
+    with ``output`` a body's condition output), and the nodes the compiler makes for it."""
+    if _compiler_knows_bool(value, facts) and _scalar_certainty(value, facts) is True:
+        if output and (value.producer is None or facts.graph_of.get(id(value.producer)) != graph_id):
+            return None  # an outer value or an input would be copied with Identity
+        return value, []
+    reshape = value.producer
+    if not _is_plain(reshape, "Reshape", 2) or facts.graph_of.get(id(reshape)) != graph_id or facts.used(value) != 1:
+        return None
+    assert reshape is not None
+    source, shape = reshape.inputs[0], reshape.inputs[1]
+    assert source is not None and shape is not None
+    shape_node = shape.producer
+    if not _is_empty_shape_constant(shape_node) or facts.used(shape) != 1:
+        return None
+    if facts.graph_of.get(id(shape_node)) != graph_id:
+        return None
+    if not _compiler_knows_bool(source, facts) or _scalar_certainty(source, facts) is not False:
+        return None
+    return source, [reshape, shape_node]  # type: ignore[list-item]
+
+
+def _break_source(value: ir.Value, facts: _LoopFacts, body_id: int) -> tuple[ir.Value, list[ir.Node]] | None:
+    """``b`` when a body's condition output is what ``if b: break`` compiles to: Not(b),
+    reshaped to a scalar when the compiler cannot prove ``b`` is one."""
+    eaten: list[ir.Node] = []
+    negation = value.producer
+    if _is_plain(negation, "Reshape", 2) and facts.graph_of.get(id(negation)) == body_id:
+        assert negation is not None
+        shape = negation.inputs[1]
+        assert shape is not None
+        if not _is_empty_shape_constant(shape.producer) or facts.used(shape) != 1 or facts.used(value) != 1:
+            return None
+        if facts.graph_of.get(id(shape.producer)) != body_id:
+            return None
+        eaten += [negation, shape.producer]  # type: ignore[list-item]
+        value = negation.inputs[0]  # type: ignore[assignment]
+        negation = value.producer
+        scalar_wanted: bool = False
+    else:
+        scalar_wanted = True
+    if not _is_plain(negation, "Not", 1) or facts.graph_of.get(id(negation)) != body_id or facts.used(value) != 1:
+        return None
+    assert negation is not None
+    broken_by = negation.inputs[0]
+    assert broken_by is not None
+    if not _compiler_knows_bool(broken_by, facts) or _scalar_certainty(broken_by, facts) is not scalar_wanted:
+        return None
+    return broken_by, [*eaten, negation]
+
+
+def _is_empty_shape_constant(node: ir.Node | None) -> bool:
+    if node is None or node.op_type != "Constant" or node.domain != "" or set(node.attributes) != {"value"}:
+        return False
+    payload = node.attributes["value"].value
+    return isinstance(payload, ir.Tensor) and payload.array.dtype == np.int64 and payload.array.shape == (0,)
+
+
+def _is_true_constant(value: ir.Value) -> bool:
+    node = value.producer
+    if node is None or node.op_type != "Constant" or node.domain != "" or set(node.attributes) != {"value"}:
+        return False
+    payload = node.attributes["value"].value
+    return (isinstance(payload, ir.Tensor) and payload.array.dtype == np.bool_ and payload.array.shape == ()
+            and bool(payload.array))
+
+
+def _compiler_knows_bool(value: ir.Value, facts: _LoopFacts) -> bool:
+    """Whether the compiler certainly knows ``value`` is BOOL (so it adds no Cast)."""
+    producer = value.producer
+    if producer is None:
+        if value.initializer is not None or facts.roles.get(id(value)) is not None:
+            return False
+        declared = value.type
+        return isinstance(declared, ir.TensorType) and declared.elem_type == types.BOOL.enum
+    if producer.domain != "" or producer.callee is not None:
+        return False
+    if producer.op_type in _BOOL_OPS:
+        return True
+    if producer.op_type == "Cast":
+        to = producer.attributes.get("to")
+        return to is not None and to.ref_attr_name is None and to.value == types.BOOL.enum
+    if producer.op_type == "Constant" and set(producer.attributes) == {"value"}:
+        payload = producer.attributes["value"].value
+        return isinstance(payload, ir.Tensor) and payload.array.dtype == np.bool_
+    return False
+
+
+def _compiler_knows_int64(value: ir.Value, facts: _LoopFacts) -> bool:
+    """Whether the compiler certainly knows ``value`` is INT64 (``range(n)`` adds no Cast)."""
+    producer = value.producer
+    if producer is None:
+        role = facts.roles.get(id(value))
+        declared = value.type
+        if value.initializer is not None or role in ("carried", "condition"):
+            return False
+        if role == "iteration":
+            return declared == ir.TensorType(types.INT64.enum, ())
+        return isinstance(declared, ir.TensorType) and declared.elem_type == types.INT64.enum
+    if producer.domain != "" or producer.callee is not None:
+        return False
+    if producer.op_type in _INT64_OPS:
+        return True
+    if producer.op_type == "Cast":
+        to = producer.attributes.get("to")
+        return to is not None and to.ref_attr_name is None and to.value == types.INT64.enum
+    if producer.op_type == "Constant" and set(producer.attributes) == {"value"}:
+        payload = producer.attributes["value"].value
+        return isinstance(payload, ir.Tensor) and payload.array.dtype == np.int64
+    return False
+
+
+def _scalar_certainty(value: ir.Value, facts: _LoopFacts, depth: int = 0) -> bool | None:
+    """Whether the compiler's ``_known_scalar`` holds for the compiled ``value``: True,
+    False, or None where that cannot be told from here (then no structured loop)."""
+    producer = value.producer
+    if producer is None:
+        if value.initializer is not None:
+            return None
+        declared = value.type
+        is_scalar = isinstance(declared, ir.TensorType) and declared.shape == ()
+        role = facts.roles.get(id(value))
+        if role == "carried":  # the compiler declares a carried value with an unknown shape
+            return None if is_scalar else False
+        if role is not None:  # iteration number and condition: scalars either way when declared so
+            return True if is_scalar else None
+        if isinstance(declared, ir.TensorType) and declared.elem_type in _ENUM_NAMES and declared.shape is not None:
+            return declared.shape == ()
+        return False
+    if producer.callee is not None:
+        return None
+    if producer.domain != "" or depth > 6:
+        return False
+    if producer.op_type == "Constant":
+        payload = producer.attributes.get("value")
+        if payload is None:
+            return any(name in producer.attributes for name in ("value_int", "value_float", "value_string"))
+        return isinstance(payload.value, ir.Tensor) and payload.value.array.ndim == 0
+    if producer.op_type in _SCALAR_PRESERVING:
+        result: bool | None = True
+        for operand in producer.inputs:
+            if operand is None:
+                return False
+            known = _scalar_certainty(operand, facts, depth + 1)
+            if known is False:
+                return False
+            if known is None:
+                result = None
+        return result
+    return False
 
 
 def _write_function(function: ir.Function, module: _Module, model_imports: dict[str, int]) -> str:

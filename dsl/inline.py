@@ -34,7 +34,7 @@ def inline_calls(function: ir.Function, only: Selection = None) -> ir.Function:
     if only is None:
         selected: Callable[[ir.Function], bool] = lambda callee: True  # noqa: E731
     elif callable(only):
-        selected = only  # type: ignore[assignment]
+        selected = only
     else:
         chosen = {id(f) for f in only}
         selected = lambda callee: id(callee) in chosen  # noqa: E731

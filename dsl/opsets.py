@@ -487,8 +487,8 @@ def _attribute_decided_type(
         if attributes["dtype"].ref_attr_name is None:
             return int(attributes["dtype"].value)
     if op_name in ("RandomNormal", "RandomUniform"):
-        attr = attributes.get("dtype")
-        return int(attr.value) if attr is not None and attr.ref_attr_name is None else types.FLOAT.enum
+        dtype = attributes.get("dtype")
+        return int(dtype.value) if dtype is not None and dtype.ref_attr_name is None else types.FLOAT.enum
     return None
 
 

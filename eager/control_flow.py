@@ -12,7 +12,8 @@ input along its axis (reversed for direction 1) and stacks each scan output like
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -27,7 +28,11 @@ from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
 __all__ = ["has_graph_function", "run_control_flow"]
 
 
-def _is_graph_function(value: Any) -> bool:
+class _GraphFunctionLike(Protocol):
+    python_function: Callable[..., Any]
+
+
+def _is_graph_function(value: Any) -> TypeGuard[_GraphFunctionLike]:
     # Recognised by shape, not imported: dsl.script is the facade above eager, not below it.
     return type(value).__name__ == "GraphFunction" and hasattr(value, "python_function")
 
@@ -143,7 +148,7 @@ def _run_loop(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
             collected.append(value.array)
         i += 1
     stacked = [EagerTensor(np.stack(collected)) for collected in scans]
-    return [*carried, *stacked]  # type: ignore[list-item]
+    return [*carried, *stacked]
 
 
 def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
@@ -154,7 +159,7 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     n_scan = int(kwargs["num_scan_inputs"])
     tensors = [_tensor(v) for v in args]
     states = tensors[: len(tensors) - n_scan]
-    inputs = [t.array for t in tensors[len(tensors) - n_scan:]]  # type: ignore[union-attr]
+    inputs = [t.array for t in tensors[len(tensors) - n_scan:]]
     axes = list(kwargs.get("scan_input_axes", [0] * n_scan))
     directions = list(kwargs.get("scan_input_directions", [0] * n_scan))
     inputs = [np.moveaxis(a, axis, 0) for a, axis in zip(inputs, axes)]
@@ -175,7 +180,7 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     for collected, axis, direction in zip(scans, out_axes, out_directions):
         stacked = np.stack(collected[::-1] if direction else collected)
         outputs.append(EagerTensor(np.ascontiguousarray(np.moveaxis(stacked, 0, axis))))
-    return [*states, *outputs]  # type: ignore[list-item]
+    return [*states, *outputs]
 
 
 def _run_sequence_map(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[Any]:

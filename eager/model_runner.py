@@ -272,7 +272,7 @@ class _Runner:
         prefix: str,
     ) -> None:
         for index, node in enumerate(nodes):
-            inputs = []
+            inputs: list[Any] = []
             for name in node.input:
                 if not name:
                     inputs.append(None)
@@ -390,7 +390,9 @@ class _Runner:
     ) -> list[Any]:
         bound = _function_defaults(function)
         for attribute in node.attribute:
-            bound[attribute.name] = _resolve(attribute, outer_attributes)
+            resolved = _resolve(attribute, outer_attributes)
+            if resolved is not None:  # a reference to an attribute the caller left unset: the default stays
+                bound[attribute.name] = resolved
         inner: dict[str, Any] = dict(zip(function.input, inputs))
         saved = self.program
         opsets = dict(saved.opsets)
@@ -412,8 +414,7 @@ class _Runner:
         index: int,
     ) -> list[Any]:
         version = self.program.opsets.get(domain, self.program.opsets.get("", onnx.defs.onnx_opset_version()))
-        resolved = [_resolve(a, attributes) for a in node.attribute]
-        resolved = [a for a in resolved if a is not None]
+        resolved = [r for r in (_resolve(a, attributes) for a in node.attribute) if r is not None]
         while inputs and inputs[-1] is None:
             inputs = inputs[:-1]
         signature = tuple(_signature(v) for v in inputs)

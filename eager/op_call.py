@@ -244,7 +244,7 @@ def _with_sequences(kernel: Any, outputs: list[Any], torch_in: bool, stay_eager:
             return EagerTensor(array, torch_in)
         return values.numpy_to_torch(array) if torch_in else array
 
-    converted = []
+    converted: list[Any] = []
     for index, output in enumerate(outputs):
         if output is None:
             converted.append(None)

@@ -26,7 +26,7 @@ from eager.tensor import EagerTensor, operator_opset
 __all__ = ["EagerSequence", "is_tensor_item", "sequence_arrays"]
 
 
-class EagerSequence(list):  # type: ignore[type-arg]
+class EagerSequence(list):
     """A sequence value: a list of tensors that knows its element type even when empty.
 
     >>> import numpy as np
@@ -42,7 +42,7 @@ class EagerSequence(list):  # type: ignore[type-arg]
         super().__init__(items)
         self.elem_type = elem_type
 
-    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:
         if type(index) is int:
             if -len(self) <= index < len(self):
                 return list.__getitem__(self, index)

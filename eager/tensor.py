@@ -238,10 +238,10 @@ class EagerTensor:
             result = _call("Not", (result,), ())
         return result
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         return self._compare("Eq", other)
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         return self._compare("NotEq", other)
 
     def __lt__(self, other: Any) -> Any:

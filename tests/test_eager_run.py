@@ -249,6 +249,25 @@ def test_function_proto_runs_with_its_default_attributes() -> None:
     np.testing.assert_allclose(eager.run(_function_with_attribute(), [x])[0], x * 2)
 
 
+def test_reference_to_an_unset_attribute_keeps_the_callee_default() -> None:
+    # Outer passes alpha=@alpha to Scale; the model sets no alpha on Outer, so Scale's own
+    # default (2.0) applies, as onnxruntime computes, not "no attribute at all".
+    call = oh.make_node("Scale", ["x"], ["y"], domain="local")
+    call.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="alpha", type=onnx.AttributeProto.FLOAT))
+    outer = oh.make_function("local", "Outer", ["x"], ["y"], [call],
+                             [oh.make_opsetid("", 18), oh.make_opsetid("local", 1)], attributes=["alpha"])
+    model = make_model(
+        [oh.make_node("Outer", ["x"], ["y"], domain="local")],
+        [oh.make_tensor_value_info("x", TF, [2])],
+        [oh.make_tensor_value_info("y", TF, [2])],
+        functions=[_function_with_attribute(), outer],
+    )
+    x = np.array([1.5, -2.0], F32)
+    expected = ort_run(model, {"x": x})[0]
+    np.testing.assert_allclose(expected, x * 2)
+    np.testing.assert_allclose(eager.run(model, [x])[0], expected)
+
+
 def test_sequence_values() -> None:
     model = make_model(
         [oh.make_node("SequenceConstruct", ["a", "b"], ["seq"]),

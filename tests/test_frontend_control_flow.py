@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsl import FLOAT, script
+from dsl import BOOL, FLOAT, INT64, script
 from dsl import opset18 as op
 from tests.helpers import check_script, run_model
 
@@ -103,3 +103,64 @@ def test_while_condition_of_rank_one_exports_and_runs() -> None:
     while np.abs(expected).max() > 1.0:
         expected = expected / np.float32(2.0)
     check_script(halve_until_small, [x], expected)
+
+
+def _loop_nodes(model) -> list:
+    return [n for n in model.graph.node if n.op_type == "Loop"]
+
+
+def test_loops_compile_to_the_minimal_loop() -> None:
+    # range(n) is the trip count itself (a Loop runs no iteration for n <= 0); ``while c``
+    # carries no copy of c; a leading ``if not c: break`` is the condition input; a final
+    # ``if b: break`` is Not(b).  Each runs like Python does.
+    @script()
+    def counted(x: FLOAT, n: INT64) -> FLOAT:
+        for _i in range(n):
+            x = x + 1.0
+        return x
+
+    @script()
+    def until(x: FLOAT, limit: FLOAT) -> FLOAT:
+        going = x < limit
+        while going:
+            x = x * 2.0
+            going = x < limit
+        return x
+
+    @script()
+    def guarded(x: FLOAT, n: INT64, go: BOOL) -> FLOAT:
+        for _i in range(n):
+            if not go:
+                break
+            x = x + 1.0
+        return x
+
+    @script()
+    def stopped(x: FLOAT, n: INT64) -> FLOAT:
+        for _i in range(n):
+            x = x + 1.0
+            if x > 3.0:
+                break
+        return x
+
+    shapes = {}
+    for fn in (counted, until, guarded, stopped):
+        model = fn.to_model_proto()
+        (loop,) = _loop_nodes(model)
+        body = loop.attribute[0].g
+        shapes[fn.name] = (list(loop.input), len(body.input), sorted(n.op_type for n in model.graph.node))
+    assert shapes["counted"] == (["n", "", "x"], 3, ["Loop"])
+    assert shapes["until"][0][:2] == ["", "going"] and shapes["until"][1] == 3
+    assert shapes["guarded"] == (["n", "go", "x"], 3, ["Loop"])
+    assert shapes["stopped"][0][0] == "n" and shapes["stopped"][2] == ["Constant", "Loop"]
+    def f32(v):
+        return np.array(v, np.float32)
+
+    for n in (-2, 0, 3):
+        count = np.array(n, np.int64)
+        check_script(counted, [f32(1), count], f32(1 + max(n, 0)))
+        check_script(stopped, [f32(0), count], f32(min(max(n, 0), 4)))
+        check_script(guarded, [f32(0), count, np.array(False)], f32(0))
+        check_script(guarded, [f32(0), count, np.array(True)], f32(max(n, 0)))
+    check_script(until, [f32(1), f32(10)], f32(16))
+    check_script(until, [f32(20), f32(10)], f32(20))

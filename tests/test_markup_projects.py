@@ -380,3 +380,26 @@ def test_ml_dtypes_weights_round_trip(tmp_path: Path) -> None:
     assert [i.raw_data for i in first.graph.initializer] == [i.raw_data for i in second.graph.initializer]
     q = onnx.numpy_helper.to_array(next(i for i in second.graph.initializer if i.name == "q$1"))
     assert q.astype(np.float32).tolist() == [1.5, 1.5]
+
+
+def test_weights_named_like_savez_parameters(tmp_path: Path) -> None:
+    # np.savez(file, *args, allow_pickle=..., **arrays) would take these two names for its own
+    # parameters: a TypeError for "file", and "allow_pickle" silently dropped from the archive.
+    (tmp_path / "m.agr").write_text(
+        '<model script-version="0.0.1">\n'
+        '  <block title="B">\n'
+        '    <node title="P" op="Add"><params name="file" dim="[3]" shared="yes" />'
+        '<params name="allow_pickle" dim="[3]" shared="yes" /><output name="y" /></node>\n'
+        "  </block>\n"
+        '  <export dim="[3]" from="y" />\n'
+        "</model>\n"
+    )
+    first = export(tmp_path, tmp_path / "a.onnx", seed=1, suppress=True)
+    with np.load(tmp_path / "weights.npz", allow_pickle=False) as archive:
+        stored = {key: archive[key] for key in archive.files}
+    written = {i.name: onnx.numpy_helper.to_array(i) for i in first.graph.initializer}
+    assert set(written) == {"file", "allow_pickle"}
+    for name, array in written.items():
+        np.testing.assert_array_equal(stored[name], array)
+    again = export(tmp_path, tmp_path / "b.onnx", seed=2, suppress=True)  # read back, not drawn anew
+    assert [i.raw_data for i in again.graph.initializer] == [i.raw_data for i in first.graph.initializer]

@@ -125,6 +125,16 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout[-4000:]
 
 
+def test_mypy_is_clean() -> None:
+    # The packages ship py.typed, so their annotations are a promise; [tool.mypy] in
+    # pyproject.toml holds the settings (and the few untyped third-party modules).
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "dsl", "converter", "eager"], cwd=ROOT, capture_output=True, text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
 def test_demo_command_runs_and_matches_numpy() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "converter.cli", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=300

@@ -27,6 +27,7 @@ from dsl.errors import ConversionError
 from dsl.frontend.weights import load_weights
 from tests.proto_edits import node_case_models
 from tests.roundtrip import round_trip, run
+from tests.test_frontend_control_flow import blocks, define
 
 
 def _function_defs(source: str) -> dict[str, ast.FunctionDef]:
@@ -383,3 +384,175 @@ def test_round_trip_keeps_model_metadata(tmp_path) -> None:
     assert "main_graph.model_options = {" in source and "'metadata_props': {'license': 'MIT'" in source
     assert first_difference(model, rebuilt, check_metadata=True) is None
     assert rebuilt.producer_version == "2.1"
+
+
+# --------------------------------------------------------------------- structured loops
+
+
+def _scalar(name: str, elem: int = TensorProto.FLOAT) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, [])
+
+
+def _body(nodes, carried: list[str], outputs: list[str], iteration: str = "i", condition: str = "cond",
+          elem: int = TensorProto.FLOAT) -> onnx.GraphProto:
+    """A Loop body (iteration, condition, carried...) -> (condition out, carried out...)."""
+    inputs = [_scalar(iteration, TensorProto.INT64), _scalar(condition, TensorProto.BOOL)]
+    inputs += [helper.make_tensor_value_info(name, elem, None) for name in carried]
+    outs = [_scalar(outputs[0], TensorProto.BOOL)]
+    outs += [helper.make_tensor_value_info(name, elem, None) for name in outputs[1:]]
+    return helper.make_graph(nodes, "loop_body", inputs, outs)
+
+
+def _constant(name: str, array: np.ndarray) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+
+
+def _for_body() -> onnx.GraphProto:
+    return _body(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["acc", "fi"], ["acc_out"])],
+        ["acc"], ["cond_out", "acc_out"],
+    )
+
+
+def _loop_lines(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if line.strip().startswith(("for ", "while ", "if "))]
+
+
+def test_loop_for_range_is_written_as_python_for(tmp_path) -> None:
+    model = _model([helper.make_node("Loop", ["n", "", "x"], ["y"], body=_for_body())],
+                   [_float("x", [3]), _scalar("n", TensorProto.INT64)], [_float("y", [3])])
+    x = np.array([1, 2, 3], np.float32)
+    for n in (4, 0, -2):  # a trip count <= 0 runs no iteration, as range(n) does
+        source = _check_round_trip(model, [x, np.array(n, np.int64)], tmp_path)
+    assert "for i in range(n):" in source and "op.Loop" not in source and "@graph" not in source
+    assert run(model, [x, np.array(4, np.int64)])[0].tolist() == (x + 6).tolist()
+
+
+def test_loop_with_condition_input_is_a_for_with_a_guard(tmp_path) -> None:
+    # The backend's loop11/loop13 form: Loop(n, cond) whose body passes its condition through.
+    model = _model([helper.make_node("Loop", ["n", "go", "x"], ["y"], body=_for_body())],
+                   [_float("x", [3]), _scalar("n", TensorProto.INT64), _scalar("go", TensorProto.BOOL)],
+                   [_float("y", [3])])
+    x = np.array([1, 2, 3], np.float32)
+    for go in (True, False):
+        source = _check_round_trip(model, [x, np.array(5, np.int64), np.array(go)], tmp_path)
+    assert _loop_lines(source) == ["for i in range(n):", "if not go:"]
+    assert "op.Loop" not in source
+
+
+def test_loop_while_is_written_as_python_while(tmp_path) -> None:
+    # The body's condition is recomputed from a carried value, whose shape the compiler does
+    # not know, so it is reshaped to a scalar: exactly what ``while keep_going:`` compiles to.
+    body = _body(
+        [_constant("one", np.array(1.5, np.float32)),
+         helper.make_node("Add", ["v", "one"], ["v_out"]),
+         helper.make_node("Less", ["v_out", "limit"], ["below"]),
+         _constant("no_dims", np.zeros(0, np.int64)),
+         helper.make_node("Reshape", ["below", "no_dims"], ["cond_out"])],
+        ["v"], ["cond_out", "v_out"],
+    )
+    model = _model([helper.make_node("Less", ["x", "limit"], ["start"]),
+                    helper.make_node("Loop", ["", "start", "x"], ["y"], body=body)],
+                   [_scalar("x"), _scalar("limit")], [_scalar("y")])
+    for x in (0.0, 10.0):
+        source = _check_round_trip(model, [np.array(x, np.float32), np.array(7, np.float32)], tmp_path)
+    assert "while keep_going:" in source and "keep_going = below" in source
+    assert "op.Loop" not in source and "Reshape" not in source
+    assert run(model, [np.array(0.0, np.float32), np.array(7, np.float32)])[0] == np.float32(7.5)
+
+
+def test_loop_for_with_break(tmp_path) -> None:
+    body = _body(
+        [_constant("two", np.array(2, np.float32)),
+         helper.make_node("Mul", ["v", "two"], ["v_out"]),
+         helper.make_node("ReduceMax", ["v_out"], ["largest"], keepdims=0),
+         helper.make_node("Greater", ["largest", "limit"], ["big"]),
+         helper.make_node("Not", ["big"], ["small"]),
+         _constant("no_dims", np.zeros(0, np.int64)),
+         helper.make_node("Reshape", ["small", "no_dims"], ["cond_out"])],
+        ["v"], ["cond_out", "v_out"],
+    )
+    model = _model([_constant("true", np.array(True)),
+                    helper.make_node("Loop", ["n", "true", "x"], ["y"], body=body)],
+                   [_float("x", [2]), _scalar("n", TensorProto.INT64), _scalar("limit")], [_float("y", [2])])
+    x = np.array([1, 3], np.float32)
+    for n, limit in ((10, 20.0), (2, 20.0), (0, 1.0)):
+        source = _check_round_trip(model, [x, np.array(n, np.int64), np.array(limit, np.float32)], tmp_path)
+    assert _loop_lines(source) == ["for i in range(n):", "if big:"]
+    assert "break" in source and "op.Loop" not in source
+    assert run(model, [x, np.array(10, np.int64), np.array(20, np.float32)])[0].tolist() == [8, 24]  # 24 > 20: stop
+
+
+def test_nested_loops_and_a_loop_inside_if(tmp_path) -> None:
+    inner = _body(
+        [helper.make_node("Identity", ["cond_j"], ["cond_j_out"]),
+         helper.make_node("Cast", ["j"], ["fj"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["total", "fj"], ["total_out"])],
+        ["total"], ["cond_j_out", "total_out"], iteration="j", condition="cond_j",
+    )
+    outer = _body(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Loop", ["i", "", "acc"], ["acc_out"], body=inner)],
+        ["acc"], ["cond_out", "acc_out"],
+    )
+    then_graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["looped"], body=outer)], "then_branch", [], [_float("looped", [2])]
+    )
+    else_graph = helper.make_graph([helper.make_node("Neg", ["x"], ["negated"])], "else_branch", [],
+                                   [_float("negated", [2])])
+    model = _model([helper.make_node("If", ["flag"], ["y"], then_branch=then_graph, else_branch=else_graph)],
+                   [_float("x", [2]), _scalar("n", TensorProto.INT64), _scalar("flag", TensorProto.BOOL)],
+                   [_float("y", [2])])
+    x = np.array([1, -1], np.float32)
+    for flag in (True, False):
+        source = _check_round_trip(model, [x, np.array(5, np.int64), np.array(flag)], tmp_path)
+    assert _loop_lines(source) == ["if flag:", "for i in range(n):", "for j in range(i):"]
+    assert "op.Loop" not in source and "@graph" not in source
+    # sum over i < 5 of sum over j < i of j = 0 + 0 + 1 + 3 + 6
+    assert run(model, [x, np.array(5, np.int64), np.array(True)])[0].tolist() == [11, 9]
+
+
+def test_loops_the_compiler_cannot_rebuild_keep_op_loop(tmp_path) -> None:
+    # A scan output, and a condition output that is neither passed through nor Not(b).
+    scan = _body(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Add", ["acc", "acc"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["scanned"])],
+        ["acc"], ["cond_out", "acc_out", "scanned"],
+    )
+    odd = _body(
+        [helper.make_node("ReduceMin", ["acc"], ["low"], keepdims=0),
+         helper.make_node("Less", ["low", "zero"], ["cond_out"]),
+         helper.make_node("Neg", ["acc"], ["acc_out"])],
+        ["acc"], ["cond_out", "acc_out"],
+    )
+    model = _model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y", "trace"], body=scan),
+         _constant("zero", np.array(0, np.float32)), _constant("true", np.array(True)),
+         helper.make_node("Loop", ["n", "true", "y"], ["z"], body=odd)],
+        [_float("x", [2]), _scalar("n", TensorProto.INT64)],
+        [_float("z", [2]), _float("trace", [None, 2])],
+    )
+    source = _check_round_trip(model, [np.array([1, -2], np.float32), np.array(3, np.int64)], tmp_path)
+    assert source.count("op.Loop(") == 2 and "for " not in source and "while " not in source
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compiled_loops_come_back_as_the_same_loops(data, tmp_path) -> None:
+    # Random programs with for/while/if/break/continue: compiled, written back as Python and
+    # compiled again, they must give the same model (loops as Python loops where the
+    # compiler can rebuild them, op.Loop otherwise) computing the same outputs.
+    body = data.draw(blocks(1, 0, None))
+    model = define(body).to_model_proto()
+    source, rebuilt = round_trip(model, str(tmp_path))
+    difference = first_difference(model, rebuilt)
+    assert difference is None, f"{difference}\n" + "\n".join(body) + f"\n{source}"
+    if "Loop" in {n.op_type for n in model.graph.node} and "op.Loop(" not in source:
+        assert " for " in source or " while " in source
+    inputs = [np.array(1.5, np.float32), np.array(-0.5, np.float32), np.array(data.draw(st.integers(0, 4)), np.int64)]
+    for expected, got in zip(run(model, inputs), run(rebuilt, inputs)):
+        np.testing.assert_array_equal(expected, got)

@@ -75,7 +75,9 @@ class CompileContext:
 
     def __init__(self, default_opset: Opset) -> None:
         self.values: list[ir.Value] = []
-        self.elem_types: dict[ir.Value, int] = {}
+        # None (an omitted optional input) is never stored but may be looked up, so that
+        # call_op can map .get over a node's inputs without a filter
+        self.elem_types: dict[ir.Value | None, int] = {}
         self.auto_named: set[ir.Value] = set()
         self.default_opset = default_opset
         self.opsets_used: dict[str, tuple[int, Any]] = {}

@@ -9,7 +9,7 @@ parameter (``op.Clip(x, 0.0, 6.0)`` with FLOAT16 ``x`` makes FLOAT16 bounds).
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl import ir
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, UnsupportedSyntaxError
@@ -19,9 +19,14 @@ from dsl.frontend.expressions import register_expression
 from dsl.opsets import Op, python_to_attr
 from dsl.script import GraphFunction, ScriptFunction
 
+if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
+    from dsl.frontend.surface import CompilerSurface as _CompilerBase
+else:
+    _CompilerBase = object
+
 __all__ = ["CallCompiler"]
 
-_FORMAL_TYPES: dict[Op, list[str]] = {}
+_FORMAL_TYPES: dict[Op, list[str | None]] = {}
 
 
 def _formal_types(op: Op, count: int) -> list[str | None]:
@@ -36,7 +41,7 @@ def _formal_types(op: Op, count: int) -> list[str | None]:
     return list(formals) + [formals[-1]] * (count - len(formals))
 
 
-class CallCompiler:
+class CallCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for call expressions."""
 
     def expr_call(self, node: ast.Call, output_count: int | None = None) -> Any:
@@ -82,7 +87,8 @@ class CallCompiler:
         operands = [self.expr(argument) for argument in node.args]
         attributes: dict[str, ir.Attr] = {}
         for keyword in node.keywords:
-            attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)  # type: ignore[index]
+            if keyword.arg is not None:  # always: expr_call has refused **mapping
+                attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)
         inputs = self.op_inputs(op, operands, node.args)
         if output_count is not None:
             op.check_outputs(output_count, location)
@@ -159,8 +165,7 @@ class CallCompiler:
         if len(node.args) > len(order):
             raise OpCallError(f"{target.name} takes {len(order)} arguments, got {len(node.args)}", location,
                               hint=f"its parameters are ({', '.join(order)})")
-        for name, argument in zip(order, node.args):
-            given[name] = argument
+        given.update(zip(order, node.args))
         for keyword in node.keywords:
             name = keyword.arg or ""
             if name not in order:
@@ -242,7 +247,7 @@ class CallCompiler:
     def call_python(self, target: Any, node: ast.Call) -> PyValue:
         """A Python function on compile-time constants (``np.array(...)``, ``len(...)``)."""
         arguments = [self.expr(a) for a in node.args]
-        keywords = {k.arg: self.expr(k.value) for k in node.keywords}
+        keywords = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}  # no **mapping here
         every = [*arguments, *keywords.values()]
         if not all(isinstance(a, PyValue) for a in every):
             name = getattr(target, "__name__", type(target).__name__)

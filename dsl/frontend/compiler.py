@@ -99,6 +99,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         self.origin = Origin(python_function, source)
         self.tree = source.tree
         self.loop_depth = 0
+        self.while_conditions: list[ir.Value] = []  # see ControlFlowCompiler.prune_while_conditions
         self.declared_outputs: list[Any] | None = None
         self.inline_callees: list[ir.Function] = []
         self.callee_imports: dict[str, int] = {}
@@ -295,6 +296,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 hint="end the function with 'return <tensor>' (every path must return)",
             )
         self._set_outputs(outcome, signature.output_types)
+        self.prune_while_conditions(graph)
         self.ctx.finalize_names(graph)
         opset_imports = {domain: version for domain, (version, _) in self.ctx.opsets_used.items()}
         opset_imports.setdefault("", self.ctx.default_opset.version)

@@ -4,7 +4,11 @@ A branch or loop body is compiled into its own graph with its own scope; afterwa
 the names it assigned decide the node's outputs (If) or loop-carried values (Loop).
 ``break`` and ``continue`` work through a hidden loop-carried flag, ``@continue``:
 ``break`` sets it to False, and the body's condition output is that flag (and, for
-``while``, the loop test evaluated at the end of the body).  An ``if`` on a
+``while``, the loop test evaluated at the end of the body).  Common forms give the Loop
+one would write by hand, which ``converter.to_python`` relies on to write loops back as
+Python: ``range(n)`` is the trip count ``n`` itself, a final ``if b: break`` is
+``Not(b)``, a leading ``if not c: break`` is the condition input ``c``, and ``while c:``
+carries no copy of ``c`` that nothing reads (:meth:`prune_while_conditions`).  An ``if`` on a
 compile-time constant compiles only the branch taken; an ``if`` on an attribute
 parameter becomes a real If on ``Constant(value_int=@flag)``, so the function keeps
 working for every value of the attribute.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +29,11 @@ from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
 from dsl.frontend.expressions import _same_constant
 from dsl.frontend.statements import register_statement
+
+if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
+    from dsl.frontend.surface import CompilerSurface as _CompilerBase
+else:
+    _CompilerBase = object
 
 __all__ = ["ControlFlowCompiler", "assigned_names"]
 
@@ -57,7 +66,7 @@ def assigned_names(statements: list[ast.stmt]) -> list[str]:
     return list(found)
 
 
-class ControlFlowCompiler:
+class ControlFlowCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for If and Loop."""
 
     # ------------------------------------------------------------ branches
@@ -131,12 +140,21 @@ class ControlFlowCompiler:
                 if _same_constant(then_operand.value, else_operand.value):
                     self.scope.bind(name, then_operand)
                     continue
+                if name == CONTINUE_FLAG:
+                    self.scope.bind(name, self.break_flag(condition, bool(then_operand.value), node))
+                    continue
             merged.append((name, then_operand, else_operand))
         if merged:
             outputs = self.emit_if(node, condition, then, orelse, [m[1] for m in merged], [m[2] for m in merged])
             for (name, _, _), output in zip(merged, outputs):
                 self.bind_name(name, output)
         return LOOP_EXIT if both_jump else None
+
+    def break_flag(self, condition: ir.Value, then_keeps_going: bool, node: ast.If) -> ir.Value:
+        """``if c: break`` keeps the loop going while ``not c``: a Not, not an If of constants."""
+        location = self.loc(node)
+        flag = condition if then_keeps_going else self.builder.operator("Not", [condition], location)
+        return self.scalar_condition(flag, node)
 
     def branch_outputs(self, branch: Branch, own: list[Any], others: list[Any], node: ast.AST) -> list[ir.Value]:
         saved = self.enter(branch.builder, branch.scope)
@@ -198,18 +216,18 @@ class ControlFlowCompiler:
             raise UnsupportedSyntaxError("the loop variable must be a single name", self.loc(node.target),
                                          hint="write: for i in range(n)")
         iterator = node.iter
-        is_range = isinstance(iterator, ast.Call) and not iterator.keywords and 1 <= len(iterator.args) <= 3
-        if is_range:
-            function = self.expr(iterator.func)  # type: ignore[union-attr]
+        is_range = False
+        if isinstance(iterator, ast.Call) and not iterator.keywords and 1 <= len(iterator.args) <= 3:
+            function = self.expr(iterator.func)
             is_range = isinstance(function, PyValue) and function.value is range
-        if not is_range:
+        if not is_range or not isinstance(iterator, ast.Call):  # the second test only informs mypy
             raise UnsupportedSyntaxError(
                 "only 'for <name> in range(...)' loops are supported",
                 self.loc(iterator),
                 hint="loop over indices: for i in range(n), and index the tensor with x[i]",
             )
-        arguments = [self.expr(a) for a in iterator.args]  # type: ignore[union-attr]
-        for operand, argument in zip(arguments, iterator.args):  # type: ignore[union-attr]
+        arguments = [self.expr(a) for a in iterator.args]
+        for operand, argument in zip(arguments, iterator.args):
             if isinstance(operand, PyValue) and not _is_int(operand.value):
                 raise DslTypeError(f"range() takes ints, not {operand.value!r}", self.loc(argument),
                                    hint="use int constants or INT64 scalar tensors as bounds")
@@ -224,7 +242,29 @@ class ControlFlowCompiler:
             trip: Any = PyValue(len(range(int(start.value), int(stop.value), int(step.value))))
         else:
             trip = self.trip_count(start, stop, step, iterator)
-        self.compile_loop(node, trip, None, node.body, (node.target.id, start, step), None)
+        body, condition = node.body, None
+        guard = self.loop_guard(node)
+        if guard is not None:
+            body, condition = node.body[1:], guard
+        self.compile_loop(node, trip, condition, body, (node.target.id, start, step), None)
+
+    def loop_guard(self, node: ast.For) -> ir.Value | None:
+        """The Loop's condition input when the body starts with ``if not c: break``.
+
+        With ``c`` a tensor the body does not assign, that guard only says "run no
+        (further) iteration unless c", which is what a Loop's condition input means:
+        ``Loop(n, c)`` whose body passes its condition through.  None otherwise.
+        """
+        first = node.body[0] if node.body else None
+        if not (isinstance(first, ast.If) and not first.orelse and len(first.body) == 1
+                and isinstance(first.body[0], ast.Break) and isinstance(first.test, ast.UnaryOp)
+                and isinstance(first.test.op, ast.Not) and isinstance(first.test.operand, ast.Name)):
+            return None
+        name = first.test.operand.id
+        binding = self.scope.lookup(name)
+        if not isinstance(binding, ir.Value) or name in assigned_names(node.body) or len(node.body) < 2:
+            return None
+        return self.scalar_condition(self.condition_value(binding, first.test), first.test)
 
     def int64(self, operand: Any, node: ast.AST) -> Any:
         """A loop bound as an INT64 tensor, or a Python int when it is a constant."""
@@ -248,7 +288,9 @@ class ControlFlowCompiler:
         return self.builder.operator(op_type, [left_value, right_value], self.loc(node))
 
     def trip_count(self, start: Any, stop: Any, step: Any, node: ast.AST) -> ir.Value:
-        """max(0, (stop - start + step - sign(step)) / step): len(range(...)) with truncating Div."""
+        """(stop - start + step - sign(step)) / step with truncating Div: len(range(...)), or a
+        number <= 0 where the range is empty, and a Loop runs zero times for any trip count
+        <= 0.  So ``range(n)`` is just ``n``: no node beyond a Cast to INT64 where needed."""
         start_i, stop_i, step_i = (self.int64(o, node) for o in (start, stop, step))
         span = self.arith("Sub", stop_i, start_i, node)
         if isinstance(step_i, int):
@@ -259,8 +301,9 @@ class ControlFlowCompiler:
         if not (isinstance(step_i, int) and step_i == 1):
             step_value = step_i if isinstance(step_i, ir.Value) else self.as_value(PyValue(step_i), node, elem=_INT64)
             span = self.builder.operator("Div", [span, step_value], self.loc(node))
-        zero = self.as_value(PyValue(0), node, elem=_INT64)
-        return self.builder.operator("Max", [span, zero], self.loc(node))
+        if isinstance(span, int):
+            return self.as_value(PyValue(span), node, elem=_INT64)
+        return span
 
     def stmt_while(self, node: ast.While) -> None:
         if node.orelse:
@@ -282,8 +325,14 @@ class ControlFlowCompiler:
         """
         if _known_scalar(condition):
             return condition
-        no_axes = self.as_value(PyValue(np.zeros(0, dtype=np.int64)), node)
+        no_axes = self.own_constant(np.zeros(0, dtype=np.int64), node)
         return self.builder.operator("Reshape", [condition, no_axes], self.loc(node))
+
+    def own_constant(self, array: np.ndarray, node: ast.AST) -> ir.Value:
+        """A Constant node of its own (not shared with equal literals, as ``as_value`` does),
+        so that the nodes a loop adds around its condition always have the same shape,
+        whatever the rest of the function holds: ``converter.to_python`` relies on it."""
+        return self.builder.operator("Constant", [], self.loc(node), value=array)
 
     def compile_loop(
         self, node: ast.stmt, trip: Any, condition: ir.Value | None, body: list[ast.stmt],
@@ -348,7 +397,7 @@ class ControlFlowCompiler:
         if trip is not None and isinstance(keep_going, PyValue) and condition is None:
             condition_input = None
         elif condition is None:
-            condition_input = self.as_value(PyValue(True), node)
+            condition_input = self.own_constant(np.array(True), node)
         else:
             condition_input = condition
         trip_input = None
@@ -362,6 +411,40 @@ class ControlFlowCompiler:
             if elem is not None:
                 ctx.elem_types[output] = elem
             self.bind_name(name, output)
+        if isinstance(while_test, ast.Name) and isinstance(keep_going, PyValue) and len(carried) > 1:
+            position = next((k for k, (name, _) in enumerate(carried) if name == while_test.id), None)
+            if position is not None:
+                self.while_conditions.append(outputs[position])
+
+    def prune_while_conditions(self, graph: ir.Graph) -> None:
+        """Drop the loop-carried copy of ``c`` from each ``while c:`` Loop where nothing reads it.
+
+        ``c`` is assigned in the body, so it is carried like any variable; but the body's
+        condition output already is its final value, so when neither the body (before
+        reassigning it) nor anything after the loop reads it, the carried copy computes
+        nothing and the Loop is ``Loop("", c, x...)`` as one would write it by hand.  Runs
+        once the whole function is compiled, when every use is known.
+        """
+        if not self.while_conditions:
+            return
+        uses = _use_counts(graph)
+        for output in self.while_conditions:
+            loop = output.producer
+            if loop is None or uses.get(id(output), 0) or len(loop.outputs) < 2:
+                continue
+            body: ir.Graph = loop.attributes["body"].value
+            slot = loop.outputs.index(output)
+            formal, final = body.inputs[2 + slot], body.outputs[1 + slot]
+            if uses.get(id(formal), 0):
+                continue
+            del loop.inputs[2 + slot], loop.outputs[slot], body.inputs[2 + slot], body.outputs[1 + slot]
+            uses[id(final)] -= 1
+            producer = final.producer
+            if producer is not None and producer.op_type == "Identity" and not uses[id(final)]:
+                body.nodes.remove(producer)  # the copy made only because the value was output twice
+                source = producer.inputs[0]
+                if source is not None:
+                    uses[id(source)] -= 1
 
     def loop_condition(self, keep_going: Any, while_test: ast.expr | None, condition_in: ir.Value,
                        node: ast.AST) -> ir.Value:
@@ -407,6 +490,26 @@ def _known_scalar(value: ir.Value, depth: int = 0) -> bool:
     if producer.op_type in _SCALAR_PRESERVING:
         return all(i is not None and _known_scalar(i, depth + 1) for i in producer.inputs)
     return False
+
+
+def _use_counts(graph: ir.Graph) -> dict[int, int]:
+    """How often each value is read (node inputs, graph outputs), subgraphs included."""
+    uses: dict[int, int] = {}
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        for value in current.outputs:
+            uses[id(value)] = uses.get(id(value), 0) + 1
+        for node in current.nodes:
+            for read in node.inputs:
+                if read is not None:
+                    uses[id(read)] = uses.get(id(read), 0) + 1
+            for attr in node.attributes.values():
+                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                    stack.append(attr.value)
+                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                    stack.extend(attr.value)
+    return uses
 
 
 def _not_a_value(operand: Any) -> bool:

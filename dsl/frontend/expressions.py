@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,11 @@ from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTu
 from dsl.frontend.constants import is_tensor_literal
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
 from dsl.opsets import Opset, to_tensor
+
+if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
+    from dsl.frontend.surface import CompilerSurface as _CompilerBase
+else:
+    _CompilerBase = object
 
 __all__ = ["ExpressionCompiler", "UNSUPPORTED_EXPRESSIONS"]
 
@@ -71,7 +76,7 @@ def _same_constant(left: Any, right: Any) -> bool:
         return False
 
 
-class ExpressionCompiler:
+class ExpressionCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one method per expression kind."""
 
     def expr(self, node: ast.expr) -> Any:
@@ -171,7 +176,7 @@ class ExpressionCompiler:
         left_value = self.as_value(left, node)
         return left_value, self.as_value(right, node, beside=left_value)
 
-    def apply_spelling(self, spelling: Any, inputs: list[ir.Value], node: ast.AST) -> ir.Value:
+    def apply_spelling(self, spelling: Any, inputs: list[ir.Value | None], node: ast.AST) -> ir.Value:
         location = self.loc(node)
         if spelling.attributes:
             result = self.builder.operator(spelling.op_type, inputs, location, **dict(spelling.attributes))

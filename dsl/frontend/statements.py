@@ -9,12 +9,17 @@ Every assignment binds the name to a new value; the value takes the variable's n
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl import ir
 from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit, contains_exit, with_continuation
+
+if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
+    from dsl.frontend.surface import CompilerSurface as _CompilerBase
+else:
+    _CompilerBase = object
 
 __all__ = ["StatementCompiler", "UNSUPPORTED_STATEMENTS"]
 
@@ -38,7 +43,7 @@ if hasattr(ast, "TryStar"):
     UNSUPPORTED_STATEMENTS[ast.TryStar] = ("try/except*", "ONNX has no exceptions")
 
 
-class StatementCompiler:
+class StatementCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one method per statement kind."""
 
     def compile_block(self, statements: list[ast.stmt]) -> Any:
@@ -239,9 +244,10 @@ class StatementCompiler:
         from dsl.script import graph
 
         decorators = node.decorator_list
-        is_graph = len(decorators) == 1 and isinstance(decorators[0], ast.Call) and not decorators[0].args
-        if is_graph:
-            decorator = self.expr(decorators[0].func)  # type: ignore[union-attr]
+        only = decorators[0] if len(decorators) == 1 else None
+        is_graph = False
+        if isinstance(only, ast.Call) and not only.args:
+            decorator = self.expr(only.func)
             is_graph = isinstance(decorator, PyValue) and decorator.value is graph
         if not is_graph:
             raise UnsupportedSyntaxError(

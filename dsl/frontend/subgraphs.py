@@ -9,7 +9,7 @@ capture); a module-level one sees only its own module's names.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl import ir
 from dsl.errors import DslSyntaxError, DslTypeError
@@ -19,10 +19,15 @@ from dsl.frontend.exits import ReturnExit
 from dsl.frontend.scope import Scope
 from dsl.frontend.signature import read_signature
 
+if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
+    from dsl.frontend.surface import CompilerSurface as _CompilerBase
+else:
+    _CompilerBase = object
+
 __all__ = ["SubgraphCompiler"]
 
 
-class SubgraphCompiler:
+class SubgraphCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for ``@graph()`` attributes."""
 
     def compile_graph_def(self, graph_def: GraphDef, location: Any) -> ir.Graph:

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -163,6 +163,16 @@ def read_int(attribute: Attribute, bindings: Mapping[str, Any], what: str, minim
     if minimum is not None and number < minimum:
         raise MarkupError(f"{what} must be at least {minimum}, got {number}", attribute.value_location)
     return number
+
+
+@overload
+def read_dims(attribute: Attribute, bindings: Mapping[str, Any], symbolic: Literal[False]) -> tuple[int, ...]: ...
+
+
+@overload
+def read_dims(
+    attribute: Attribute, bindings: Mapping[str, Any], symbolic: bool = True
+) -> tuple[int | str | None, ...]: ...
 
 
 def read_dims(

@@ -47,7 +47,7 @@ def check_declared_shapes(
     import onnx
 
     work = onnx.ModelProto()
-    work.CopyFrom(model)  # type: ignore[arg-type]
+    work.CopyFrom(model)
     for output in work.graph.output:
         if output.type.HasField("tensor_type"):
             output.type.tensor_type.ClearField("shape")

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 import os
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -101,6 +102,17 @@ class CompilerState:
         self.node_locations: dict[str, SourceLocation] = {}
         self.domains: dict[str, int] = {}
         self.opset_version = DEFAULT_OPSET
+
+    if TYPE_CHECKING:  # the rules of the sibling mixins that the others call, for mypy only
+
+        @abstractmethod
+        def _check_root(self, root: Element, main: bool) -> None: ...  # compile.MarkupCompiler
+
+        @abstractmethod
+        def _node(self, element: Element, prefix: str) -> None: ...  # nodes.NodeCompiler
+
+        @abstractmethod
+        def _param(self, element: Element, prefix: str) -> ir.Value: ...  # params.ParamCompiler
 
     # ------------------------------------------------------------------ validation
 

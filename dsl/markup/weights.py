@@ -148,8 +148,13 @@ def write_weights(path: Path, weights: Mapping[str, np.ndarray]) -> None:
         else:
             stored[name] = array
     stored[_DTYPES_KEY] = np.array(json.dumps(dtypes))
-    with open(path, "wb") as handle:
-        np.savez(handle, **stored)
+    # What np.savez does, minus its keyword interface: there a weight named "file" or
+    # "allow_pickle" would collide with savez's own parameters (a TypeError, or the
+    # array silently taken for the allow_pickle flag and left out).
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, array in stored.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 def _check_args(kind: str, args: Any, count: int, location: SourceLocation | None) -> list[float]:

@@ -1,0 +1,101 @@
+"""What the compiler's mixins may use of each other, written down for the type checker.
+
+:class:`dsl.frontend.compiler.FunctionCompiler` is assembled from one mixin per kind
+of construct (expressions, calls, statements, control flow, subgraphs), and each mixin
+calls into the others (``self.expr``, ``self.compile_block``) and into the shared state
+(``self.builder``, ``self.scope``).  A mixin cannot name the combined class as its base
+(that would be a cycle), so it names this class instead, and only while type checking
+(``if TYPE_CHECKING``): at run time the mixins derive from ``object`` and this module
+is never imported.  mypy then checks every mixin against the one surface, and checks
+that ``FunctionCompiler`` implements all of it (a method missing there leaves the class
+abstract, an error where it is built).  It is an abstract class rather than a
+``Protocol`` because mypy does not let a protocol's explicit subclasses assign the
+attributes it declares (``self.builder = ...`` reads as "cannot determine type").
+"""
+
+from __future__ import annotations
+
+import ast
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from dsl import ir
+
+if TYPE_CHECKING:
+    from dsl.frontend.bindings import GraphDef, PyValue
+    from dsl.frontend.builder import CompileContext, GraphBuilder
+    from dsl.frontend.compiler import Origin
+    from dsl.frontend.scope import Scope
+
+__all__ = ["CompilerSurface"]
+
+
+class CompilerSurface(ABC):
+    """The state and the methods one mixin of the compiler may use from another."""
+
+    # ----------------------------------------------------------------- state
+    # set up by FunctionCompiler.__init__; builder and scope are swapped while a
+    # branch, loop body or @graph() body compiles into its own graph
+    origin: Origin
+    ctx: CompileContext
+    builder: GraphBuilder
+    scope: Scope
+    loop_depth: int
+    while_conditions: list[ir.Value]
+    declared_outputs: list[Any] | None
+    inline_callees: list[ir.Function]
+    callee_imports: dict[str, int]
+    current_statement: ast.stmt | None
+
+    # ------------------------------------------- FunctionCompiler (helpers)
+    @abstractmethod
+    def loc(self, node: Any) -> ir.SourceLocation: ...
+
+    @abstractmethod
+    def resolve_name(self, name: str, node: ast.AST) -> Any: ...
+
+    @abstractmethod
+    def as_value(
+        self, operand: Any, node: Any, beside: ir.Value | None = None, elem: int | None = None
+    ) -> ir.Value: ...
+
+    @abstractmethod
+    def bind_name(self, name: str, operand: Any) -> None: ...
+
+    @abstractmethod
+    def output_value(self, value: ir.Value, taken: set[ir.Value], location: Any) -> ir.Value: ...
+
+    # ---------------------------------------------------- ExpressionCompiler
+    @abstractmethod
+    def expr(self, node: ast.expr) -> Any: ...
+
+    @abstractmethod
+    def binary(self, name: str, left: Any, right: Any, node: ast.AST) -> ir.Value: ...
+
+    @abstractmethod
+    def fold(self, function: Any, arguments: tuple[Any, ...], node: ast.AST) -> PyValue: ...
+
+    @abstractmethod
+    def truth(self, operand: PyValue, node: ast.AST) -> bool: ...
+
+    @abstractmethod
+    def condition_value(self, operand: Any, node: ast.AST) -> ir.Value: ...
+
+    # ---------------------------------------------------------- CallCompiler
+    @abstractmethod
+    def expr_call(self, node: ast.Call, output_count: int | None = None) -> Any: ...
+
+    # ----------------------------------------------------- StatementCompiler
+    @abstractmethod
+    def compile_block(self, statements: list[ast.stmt]) -> Any: ...
+
+    # --------------------------------------------------- ControlFlowCompiler
+    @abstractmethod
+    def if_expression(self, node: ast.IfExp, condition: ir.Value) -> ir.Value: ...
+
+    # ------------------------------------------------------ SubgraphCompiler
+    @abstractmethod
+    def compile_graph_def(self, graph_def: GraphDef, location: Any) -> ir.Graph: ...
+
+    @abstractmethod
+    def compile_graph_function(self, graph_function: Any, location: Any) -> ir.Graph: ...
