@@ -13,12 +13,15 @@ What is kept, and how:
 * an initializer that is also listed as a graph input (the IR < 4 style) is one Value that
   appears both in ``graph.inputs`` and in ``graph.initializers``, so a back end can tell
   "overridable weight" from "constant weight";
-* tensors are numpy arrays from ``onnx.numpy_helper.to_array`` (ml_dtypes arrays for the
-  new element types); external data is read by ``onnx.load``.
+* tensors are numpy arrays: plain numeric ones are views of ``raw_data`` (or built from
+  the typed field), the rest come from ``onnx.numpy_helper.to_array`` (ml_dtypes arrays
+  for the new element types); external data is read by ``onnx.load``;
+* types are shared: equal TypeProtos become one immutable IR type object.
 
 Not kept: ``training_info``, ``quantization_annotation`` and per-node/function
 ``metadata_props`` (the IR has no slot for them).  Conversion is one pass over nodes
-(plus one to bind names), linear in the size of the model.
+(plus one over the few inputs and subgraphs that name values defined further down),
+linear in the size of the model.
 """
 
 from __future__ import annotations
@@ -312,18 +315,29 @@ class _Reader:
             graph.value_info.append(value)
 
     def _nodes(self, node_protos: Any, graph: ir.Graph, scope: _Scope, where: str) -> None:
-        # First bind every output name, so an unsorted (but acyclic) graph still converts.
-        made: list[tuple[ir.Node, Any]] = []
+        # One pass in graph order.  What may name a value defined further down (an input in
+        # an unsorted but acyclic graph; a subgraph reading this graph's values) waits until
+        # every name of this graph is bound.
+        made: list[ir.Node] = []
+        unresolved: list[tuple[ir.Node, list[str], Any]] = []
+        subgraphs: list[tuple[ir.Attr, Any]] = []
         values = scope.values
+        get = values.get
         Node, Value = ir.Node, ir.Value
+        attribute = self.attribute
+        functions = self.functions
         for node_proto in node_protos:
             domain = node_proto.domain
+            names = node_proto.input[:]  # (slicing a repeated field beats iterating it)
+            inputs: list[ir.Value | None] = [get(name) if name else None for name in names]
             node = Node(
-                node_proto.op_type, "" if domain == "ai.onnx" else domain, [], [], {},
+                node_proto.op_type, "" if domain == "ai.onnx" else domain, inputs, [], {},
                 node_proto.name, node_proto.overload, node_proto.doc_string,
             )
+            if None in inputs:  # omitted optional inputs, values defined later or outside
+                unresolved.append((node, names, node_proto))
             outputs = node.outputs
-            for name in node_proto.output[:]:  # (slicing a repeated field beats iterating it)
+            for name in node_proto.output[:]:
                 value = Value(name, None, node)
                 outputs.append(value)
                 if name:
@@ -334,24 +348,23 @@ class _Reader:
                             hint="ONNX values are assigned once; the model is malformed",
                         )
                     values[name] = value
-            made.append((node, node_proto))
-        functions = self.functions
-        get = values.get
-        attribute = self.attribute
-        for node, node_proto in made:
-            names = node_proto.input[:]
-            inputs: list[ir.Value | None] = [get(name) if name else None for name in names]
-            if None in inputs:  # omitted optional inputs, or values of an enclosing graph
-                for index, name in enumerate(names):
-                    if name and inputs[index] is None:
-                        inputs[index] = self._use(scope, name, functools.partial(_describe_input, node_proto, where))
-            node.inputs = inputs
             attribute_protos = node_proto.attribute[:]
             if attribute_protos:
-                node.attributes = {a.name: attribute(a, scope) for a in attribute_protos}
+                node.attributes = {a.name: attribute(a, scope, subgraphs) for a in attribute_protos}
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
-        graph.nodes.extend([node for node, _ in made])
+            made.append(node)
+        for node, names, node_proto in unresolved:
+            inputs = node.inputs
+            for index, name in enumerate(names):
+                if name and inputs[index] is None:
+                    inputs[index] = self._use(scope, name, functools.partial(_describe_input, node_proto, where))
+        for attr, attr_proto in subgraphs:
+            if attr.kind == ir.AttrKind.GRAPH:
+                attr.value = self.graph(attr_proto.g, scope)
+            else:
+                attr.value = [self.graph(g, scope) for g in attr_proto.graphs]
+        graph.nodes.extend(made)
 
     def _define(self, scope: _Scope, value: ir.Value) -> ir.Value:
         scope.values[value.name] = value
@@ -371,7 +384,11 @@ class _Reader:
 
     # ----------------------------------------------------------------- attributes
 
-    def attribute(self, proto: onnx.AttributeProto, scope: _Scope) -> ir.Attr:
+    def attribute(
+        self, proto: onnx.AttributeProto, scope: _Scope, subgraphs: list[tuple[ir.Attr, Any]] | None = None
+    ) -> ir.Attr:
+        """The IR attribute; with ``subgraphs``, graph values are left to the caller: the
+        Attr (value ``None`` for now) and its proto are appended there."""
         type_number = proto.type
         kind = _ATTR_KINDS.get(type_number) if type_number else _guess_kind(proto)
         if kind is None:
@@ -395,8 +412,12 @@ class _Reader:
             value = self.tensor(proto.t)
         elif number == 3:  # STRING
             value = _text(proto.s)
-        elif number == 5:  # GRAPH
-            value = self.graph(proto.g, scope)
+        elif number == 5 or number == 10:  # GRAPH, GRAPHS
+            if subgraphs is not None:
+                attr = ir.Attr(proto.name, kind, None, None, proto.doc_string)
+                subgraphs.append((attr, proto))
+                return attr
+            value = self.graph(proto.g, scope) if number == 5 else [self.graph(g, scope) for g in proto.graphs]
         elif number == 6:  # FLOATS
             value = proto.floats[:]
         elif number == 11:  # SPARSE_TENSOR
@@ -407,8 +428,6 @@ class _Reader:
             value = [_text(s) for s in proto.strings]
         elif number == 9:  # TENSORS
             value = [self.tensor(t) for t in proto.tensors]
-        elif number == 10:  # GRAPHS
-            value = [self.graph(g, scope) for g in proto.graphs]
         elif number == 12:  # SPARSE_TENSORS
             value = [self.sparse_tensor(s) for s in proto.sparse_tensors]
         elif number == 14:  # TYPE_PROTOS

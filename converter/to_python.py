@@ -151,6 +151,7 @@ class _Module:
     function_names: dict[int, str] = field(default_factory=dict)  # id(ir.Function) -> python name
     sparse_names: dict[str, str] = field(default_factory=dict)  # sparse initializer -> global name
     literal_cache: dict[Any, str] = field(default_factory=dict)  # (dtype, shape, bytes) -> np.array text
+    type_texts: dict[int, tuple[Any, str]] = field(default_factory=dict)  # id(TensorType) -> (it, "FLOAT[2]")
     weights_file: str | None = None
     inline_limit: int = INLINE_LIMIT
 
@@ -483,7 +484,11 @@ class _Writer:
                 if not attr_name.isidentifier() or keyword.iskeyword(attr_name):
                     raise ConversionError(f"attribute name {attr_name!r} of {node.op_type} is not a Python identifier")
                 self.keyword_names.add(attr_name)
-            arguments.append(f"{attr_name}={self.attribute(attr, node.op_type, node.domain)}")
+            value = attr.value
+            if attr.kind == _INTS and type(value) is list and attr.ref_attr_name is None:
+                arguments.append(f"{attr_name}={value!r}")  # the most frequent case, as attribute() writes it
+            else:
+                arguments.append(f"{attr_name}={self.attribute(attr, node.op_type, node.domain)}")
         self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")
 
     def structured_loop(self, node: ir.Node, indent: str) -> bool:
@@ -617,7 +622,7 @@ class _Writer:
         kind = attr.kind
         # The frequent kinds first, compared with module constants (enum lookups are slow).
         if kind == _INTS:
-            return repr(list(value))
+            return repr(value if type(value) is list else list(value))
         if kind == _INT:
             if (op_type, attr.name) in _ELEMENT_TYPE_ATTRIBUTES and domain == "" and value in _ENUM_NAMES:
                 self.module.type_names.add(_ENUM_NAMES[value])
@@ -1148,16 +1153,24 @@ def _return_annotation(outputs: list[ir.Value], module: _Module) -> str:
 
 
 def _type_text(ir_type: Any, module: _Module) -> str:
+    # Models share a few type objects among many values (converter.from_onnx does): their
+    # text is made once.  The cache holds the type, so its id stays unique meanwhile.
+    cached = module.type_texts.get(id(ir_type))
+    if cached is not None and cached[0] is ir_type:
+        return cached[1]
     if isinstance(ir_type, ir.TensorType):
         name = _ENUM_NAMES.get(ir_type.elem_type)
         if name is None:
             return ""
         module.type_names.add(name)
         if ir_type.shape is None:
-            return f"{name}[...]"
-        if not ir_type.shape:
-            return name
-        return f"{name}[{', '.join('None' if d is None else repr(d) for d in ir_type.shape)}]"
+            text = f"{name}[...]"
+        elif not ir_type.shape:
+            text = name
+        else:
+            text = f"{name}[{', '.join('None' if d is None else repr(d) for d in ir_type.shape)}]"
+        module.type_texts[id(ir_type)] = (ir_type, text)
+        return text
     if isinstance(ir_type, (ir.SequenceType, ir.OptionalType)):
         inner = _type_text(ir_type.elem, module)
         if not inner:

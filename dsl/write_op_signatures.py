@@ -13,6 +13,10 @@ import keyword
 import pathlib
 import sys
 import textwrap
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used, like the rest of onnx here
+    import onnx.defs
 
 __all__ = ["op_signatures_source", "main"]
 
@@ -41,7 +45,7 @@ def _identifier(name: str) -> str:
     return cleaned
 
 
-def _summary(doc: str) -> str:
+def _summary(doc: str | None) -> str:
     for paragraph in textwrap.dedent(doc or "").strip().split("\n\n"):
         text = " ".join(paragraph.split())
         if text:
@@ -50,14 +54,14 @@ def _summary(doc: str) -> str:
     return ""
 
 
-def _method(schema: object) -> list[str]:
+def _method(schema: onnx.defs.OpSchema) -> list[str]:
     import onnx.defs
 
     option = onnx.defs.OpSchema.FormalParameterOption
     params = ["self"]
     used = {"self"}
     optional_seen = False
-    for formal in schema.inputs:  # type: ignore[attr-defined]
+    for formal in schema.inputs:
         name = _identifier(formal.name)
         while name in used:
             name += "_"
@@ -73,22 +77,23 @@ def _method(schema: object) -> list[str]:
     else:
         params.append("/")
     keyword_params = []
-    for attr_name, attr in sorted(schema.attributes.items()):  # type: ignore[attr-defined]
+    for attr_name, attr in sorted(schema.attributes.items()):
         name = _identifier(attr_name)
         if name in used:
             continue
         used.add(name)
-        annotation = _ATTR_ANNOTATIONS.get(int(attr.type), "Any")
+        # onnx's stub leaves out the __int__ of its pybind11 enum AttrType
+        annotation = _ATTR_ANNOTATIONS.get(int(attr.type), "Any")  # type: ignore[call-overload]
         default = "" if attr.required else " = ..."
         keyword_params.append(f"{name}: {annotation}{default}")
     if keyword_params:
         if not params[-1].startswith("*"):
             params.append("*")
         params += keyword_params
-    outputs = len(schema.outputs)  # type: ignore[attr-defined]
+    outputs = len(schema.outputs)
     returns = "Any" if outputs <= 1 else "tuple[Any, ...]"
-    lines = [f"    def {schema.name}({', '.join(params)}) -> {returns}:"]  # type: ignore[attr-defined]
-    summary = _summary(schema.doc)  # type: ignore[attr-defined]
+    lines = [f"    def {schema.name}({', '.join(params)}) -> {returns}:"]
+    summary = _summary(schema.doc)
     if summary:
         lines.append(f'        """{summary}"""')
     lines.append("        ...")
@@ -100,14 +105,14 @@ def op_signatures_source() -> str:
     import onnx
     import onnx.defs
 
-    newest: dict[str, object] = {}
+    newest: dict[str, onnx.defs.OpSchema] = {}
     for schema in onnx.defs.get_all_schemas_with_history():
         if schema.deprecated or schema.domain not in ("", "ai.onnx.ml"):
             continue
         current = newest.get(schema.name)
         # ai.onnx wins over ai.onnx.ml on a name clash; within a domain the newest version
         if current is None or (
-            (schema.domain, -schema.since_version) < (current.domain, -current.since_version)  # type: ignore[attr-defined]
+            (schema.domain, -schema.since_version) < (current.domain, -current.since_version)
         ):
             newest[schema.name] = schema
     lines = [

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
+from collections.abc import MutableMapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -267,7 +268,7 @@ class _Runner:
     def run_nodes(
         self,
         nodes: Any,
-        env: dict[str, Any],
+        env: MutableMapping[str, Any],
         attributes: dict[str, onnx.AttributeProto],
         prefix: str,
     ) -> None:
@@ -306,7 +307,7 @@ class _Runner:
         self,
         graph: onnx.GraphProto,
         bound: dict[str, Any],
-        env: Any,
+        env: MutableMapping[str, Any],
         attributes: dict[str, onnx.AttributeProto],
         prefix: str,
     ) -> list[Any]:
@@ -317,7 +318,7 @@ class _Runner:
         if self.captured is not None:
             for name, value in bound.items():
                 self.captured[prefix + name] = value
-        self.run_nodes(graph.node, scope, attributes, prefix)  # type: ignore[arg-type]
+        self.run_nodes(graph.node, scope, attributes, prefix)
         missing = [o.name for o in graph.output if o.name not in scope]
         if missing:
             raise EagerError(f"subgraph {graph.name!r} never computes its output(s) {', '.join(missing)}",
@@ -328,7 +329,7 @@ class _Runner:
         self,
         node: onnx.NodeProto,
         inputs: list[Any],
-        env: Any,
+        env: MutableMapping[str, Any],
         attributes: dict[str, onnx.AttributeProto],
         prefix: str,
     ) -> list[Any]:
@@ -347,7 +348,7 @@ class _Runner:
         self,
         node: onnx.NodeProto,
         inputs: list[Any],
-        env: Any,
+        env: MutableMapping[str, Any],
         attributes: dict[str, onnx.AttributeProto],
         prefix: str,
     ) -> list[Any]:
@@ -409,7 +410,7 @@ class _Runner:
         node: onnx.NodeProto,
         domain: str,
         inputs: list[Any],
-        env: dict[str, Any],
+        env: MutableMapping[str, Any],
         attributes: dict[str, onnx.AttributeProto],
         index: int,
     ) -> list[Any]:

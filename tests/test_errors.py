@@ -196,6 +196,15 @@ CASES: list[tuple[str, type, str, str]] = [
         async def f(x: FLOAT["N"]) -> FLOAT["N"]:
             return x
     """),
+    ("async @graph() body", UnsupportedSyntaxError, "async def body", """
+        @script()
+        def f(c: BOOL) -> FLOAT:
+            return op.If(c, then_branch=body, else_branch=body)
+
+        @graph()
+        async def body() -> FLOAT:
+            return op.Constant(value_float=1.0)
+    """),
     ("unknown op", UnknownOpError, "op.Relux", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:

@@ -281,6 +281,28 @@ def test_undefined_names_are_reported() -> None:
         graph_from_proto(graph)
 
 
+def test_unsorted_graph_and_subgraph_reading_a_later_value() -> None:
+    """Inputs and subgraphs may name values that a node further down defines."""
+    branch = helper.make_graph([helper.make_node("Neg", ["late"], ["b"])], "branch", [],
+                               [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])])
+    nodes = [
+        helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch),  # reads "late" in branches
+        helper.make_node("Add", ["late", "x"], ["z"]),  # reads "late" before its node
+        helper.make_node("Relu", ["x"], ["late"]),
+        helper.make_node("Greater", ["x", "x"], ["c"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])],
+    )
+    if_node, add, relu, greater = graph_from_proto(graph).nodes
+    late = relu.outputs[0]
+    assert if_node.inputs == [greater.outputs[0]] and add.inputs[0] is late
+    for attr_name in ("then_branch", "else_branch"):
+        assert if_node.attributes[attr_name].value.nodes[0].inputs[0] is late
+
+
 def test_conversion_time_is_linear() -> None:
     def chain(length: int) -> onnx.ModelProto:
         nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(length)]

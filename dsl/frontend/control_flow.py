@@ -364,10 +364,10 @@ class ControlFlowCompiler(_CompilerBase):
         self.loop_depth += 1
         try:
             if loop_variable is not None:
-                _, start, step = loop_variable
+                loop_name, start, step = loop_variable
                 index: Any = self.arith("Mul", iteration, self.int64(step, node), node)
                 index = self.arith("Add", index, self.int64(start, node), node)
-                scope.bind(variable_name, index)  # type: ignore[arg-type]
+                scope.bind(loop_name, index)
             scope.bind(CONTINUE_FLAG, PyValue(True))
             self.compile_block(body)
             keep_going = scope.names[CONTINUE_FLAG]

@@ -29,7 +29,7 @@ def _code_objects(code: pytypes.CodeType) -> Iterator[pytypes.CodeType]:
 
 
 def referenced_opsets(
-    code: pytypes.CodeType, tree: ast.FunctionDef, resolve: Callable[[str], Any], locate: Callable[[Any], Any]
+    code: pytypes.CodeType, tree: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[str], Any], locate: Callable[[Any], Any]
 ) -> tuple[dict[str, int], list[Any]]:
     """Domain -> version of the opsets the function names, and the scripted functions it
     names (whose opset decides when the function calls no op itself)."""
@@ -78,7 +78,7 @@ def referenced_opsets(
     return versions, callees
 
 
-def _first_use(tree: ast.FunctionDef, resolve: Callable[[str], Any], opset: Opset, locate: Callable[[Any], Any]) -> Any:
+def _first_use(tree: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[str], Any], opset: Opset, locate: Callable[[Any], Any]) -> Any:
     """Where the body first names ``opset`` (for the error message)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

@@ -25,7 +25,7 @@ __all__ = ["FunctionSource", "function_source"]
 class FunctionSource:
     """The parsed definition of one function and what is needed to locate its nodes."""
 
-    tree: ast.FunctionDef
+    tree: ast.FunctionDef | ast.AsyncFunctionDef  # async is refused by the compiler, with a location
     file: str
     lines: list[str]
     line_offset: int
@@ -123,7 +123,7 @@ def _block_by_inspect(python_function: Any, lines: list[str], first: int) -> lis
     return found
 
 
-def _parse_definition(block: list[str], name: str) -> tuple[ast.FunctionDef | None, int]:
+def _parse_definition(block: list[str], name: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int]:
     """The definition and how many lines were put before it (1 for an indented one)."""
     indented = bool(block) and block[0][:1] in (" ", "\t")
     text = ("if 1:\n" if indented else "") + "".join(block)
@@ -138,5 +138,5 @@ def _parse_definition(block: list[str], name: str) -> tuple[ast.FunctionDef | No
         body = body[0].body if body and isinstance(body[0], ast.If) else []
     for statement in body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == name:
-            return statement, int(indented)  # type: ignore[return-value]
+            return statement, int(indented)
     return None, 0

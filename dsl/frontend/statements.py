@@ -73,13 +73,9 @@ class StatementCompiler(_CompilerBase):
         if len(targets) == 1 and isinstance(targets[0], ast.Name):  # the usual ``name = ...``
             self.bind_name(targets[0].id, self.expr(value_node))
             return
-        output_count = None
-        if isinstance(value_node, ast.Call) and len(targets) == 1:
-            target = targets[0]
-            if isinstance(target, (ast.Tuple, ast.List)):
-                output_count = len(target.elts)
-        if output_count is not None:
-            operand = self.expr_call(value_node, output_count)  # type: ignore[arg-type]
+        unpacked = targets[0] if len(targets) == 1 else None
+        if isinstance(value_node, ast.Call) and isinstance(unpacked, (ast.Tuple, ast.List)):
+            operand = self.expr_call(value_node, len(unpacked.elts))
         else:
             operand = self.expr(value_node)
         for target in targets:

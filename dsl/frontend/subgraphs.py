@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
-from dsl.errors import DslSyntaxError, DslTypeError
+from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import ReturnExit
@@ -68,8 +68,10 @@ class SubgraphCompiler(_CompilerBase):
                 value = self.output_value(value, taken, outcome.location)
                 if types is not None:
                     value.type = types[index]
-                elif ctx.elem(value) is not None and value.type is None:
-                    value.type = ir.TensorType(ctx.elem(value), None)  # type: ignore[arg-type]
+                elif value.type is None:
+                    elem = ctx.elem(value)
+                    if elem is not None:
+                        value.type = ir.TensorType(elem, None)
                 builder.graph.outputs.append(value)
         finally:
             self.builder, self.scope, self.loop_depth, self.declared_outputs = saved
@@ -82,9 +84,13 @@ class SubgraphCompiler(_CompilerBase):
         from dsl.frontend.source import function_source
 
         source = function_source(graph_function.python_function)
+        tree = source.tree
+        if isinstance(tree, ast.AsyncFunctionDef):  # as for @script: a body is no coroutine
+            raise UnsupportedSyntaxError(f"async def {tree.name} cannot be a @graph() body", source.location(tree),
+                                         hint="define the @graph() function with a plain def")
         saved = self.origin
         self.origin = Origin(graph_function.python_function, source)
         try:
-            return self.compile_graph_def(GraphDef(source.tree, Scope()), location)
+            return self.compile_graph_def(GraphDef(tree, Scope()), location)
         finally:
             self.origin = saved

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
 from dsl.markup.state import Declaration
+
+if TYPE_CHECKING:  # imported where used: onnx loads only when shapes are checked
+    import onnx
 
 __all__ = ["check_declared_shapes"]
 
@@ -21,9 +25,11 @@ _NODE_NAME = re.compile(r"node name: ([^)]*)\)")
 _PREFIX = re.compile(r"^(\[[A-Za-z]+\]\s*)+")
 
 
-def _shape_of(type_proto: object) -> tuple[int | str | None, ...] | None:
-    tensor = getattr(type_proto, "tensor_type", None)
-    if tensor is None or not type_proto.HasField("tensor_type") or not tensor.HasField("shape"):  # type: ignore[attr-defined]
+def _shape_of(type_proto: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tensor = type_proto.tensor_type
+    if not tensor.HasField("shape"):
         return None
     return tuple(
         d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim
