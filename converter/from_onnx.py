@@ -55,6 +55,7 @@ _RAW_DTYPES = {
 # Element types stored one value per entry of a typed field (when not in raw_data).
 _TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data"}
 _UNSEEN: Any = object()
+_TINY_BYTES = 64  # attribute tensors serialized in at most this many bytes share their array
 _ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
 _LOAD_HINT = "check that the file is a complete ONNX model (re-export or re-download it)"
 
@@ -213,6 +214,7 @@ class _Reader:
         self._pending: list[tuple[Any, ir.Function]] = []
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
         self.types: dict[bytes, ir.IRType | None] = {}
+        self.tiny_arrays: dict[bytes, np.ndarray] = {}  # read-only, shared (see attribute_tensor())
 
     # ------------------------------------------------------------------ functions
 
@@ -409,7 +411,7 @@ class _Reader:
         elif number == 1:  # FLOAT
             value = proto.f
         elif number == 4:  # TENSOR
-            value = self.tensor(proto.t)
+            value = self.attribute_tensor(proto.t)
         elif number == 3:  # STRING
             value = _text(proto.s)
         elif number == 5 or number == 10:  # GRAPH, GRAPHS
@@ -463,6 +465,25 @@ class _Reader:
                             array = array.reshape(shape)
                         return ir.Tensor(array, data_type, proto.name, proto.doc_string)
         return self._slow_tensor(proto)
+
+    def attribute_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
+        """:meth:`tensor`, sharing one read-only array among equal tiny tensors.
+
+        Exporters repeat tiny constants (ConstantOfShape's value, axes) hundreds of times;
+        the serialized proto is a cheaper key than reading its repeated fields.  Arrays from
+        ``raw_data`` are read-only views already, so no consumer may write into IR arrays.
+        """
+        key = proto.SerializeToString()
+        if len(key) > _TINY_BYTES:
+            return self.tensor(proto)
+        array = self.tiny_arrays.get(key)
+        if array is not None:
+            return ir.Tensor(array, proto.data_type, proto.name, proto.doc_string)
+        tensor = self.tensor(proto)
+        if proto.data_type in _RAW_DTYPES:
+            tensor.array.flags.writeable = False
+            self.tiny_arrays[key] = tensor.array
+        return tensor
 
     def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         """Strings, external data, packed and new element types: what numpy_helper knows."""

@@ -92,12 +92,17 @@ _RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozense
 def _identifier(name: str, fallback: str) -> str:
     if not (name.isidentifier() and name.isascii()):
         # Each run of other characters becomes one "_".  Exporters' names ("gpu_0/conv1_w_0")
-        # have single separators, which bytes.translate replaces several times faster.
-        marked = name.encode("ascii").translate(_MARK_OTHERS) if name.isascii() else b"\0\0"
-        if b"\0\0" in marked:
-            name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+        # have single separators, which bytes.translate replaces several times faster; and
+        # where "/" is the only other character, str.replace faster still.
+        slashed = name.replace("/", "_")
+        if slashed.isidentifier() and slashed.isascii() and "//" not in name:
+            name = slashed.strip("_")
         else:
-            name = marked.replace(b"\0", b"_").decode("ascii").strip("_")
+            marked = name.encode("ascii").translate(_MARK_OTHERS) if name.isascii() else b"\0\0"
+            if b"\0\0" in marked:
+                name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+            else:
+                name = marked.replace(b"\0", b"_").decode("ascii").strip("_")
         if not name:
             return fallback
         if name[0].isdigit():
@@ -328,35 +333,41 @@ def _callee_order(functions: list[ir.Function]) -> list[ir.Function]:
 def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -> None:
     """Module-level declarations of the initializers of ``graph`` and of its subgraphs."""
     stack = [graph]
+    initializer_names = module.initializer_names
+    fresh = module.globals.fresh
+    weight_lines = module.weight_lines
     while stack:
         current = stack.pop()
         local = ", local=True" if current is not graph else ""
+        sparse_initializers = current.sparse_initializers
         for value in current.initializers:
-            if id(value) in module.initializer_names:
+            if id(value) in initializer_names:
                 continue
-            name = module.globals.fresh(value.name, "weight")
-            module.initializer_names[id(value)] = name
+            name = fresh(value.name, "weight")
+            initializer_names[id(value)] = name
             assert value.initializer is not None
             array_text = _array_text(value.initializer.array, module, name)
-            sparse = current.sparse_initializers.get(value.name)
+            sparse = sparse_initializers.get(value.name) if sparse_initializers else None
             if sparse is not None:
-                module.weight_lines.append(
+                weight_lines.append(
                     f"{name} = sparse_initializer({_array_text(sparse.values.array, module, name + '_values')}, "
                     f"{_array_text(sparse.indices.array, module, name + '_indices')}, {list(sparse.dims)!r}, "
                     f"name={value.name!r}{local})"
                 )
             else:
-                module.weight_lines.append(f"{name} = initializer({array_text}, name={value.name!r}{local})")
-        for name, sparse in current.sparse_initializers.items():
-            if any(v.name == name for v in current.initializers):
-                continue
-            py_name = module.globals.fresh(name, "weight")
-            module.weight_lines.append(
-                f"{py_name} = sparse_initializer({_array_text(sparse.values.array, module, py_name + '_values')}, "
-                f"{_array_text(sparse.indices.array, module, py_name + '_indices')}, {list(sparse.dims)!r}, "
-                f"name={name!r}{local})"
-            )
-            module.sparse_names[name] = py_name
+                weight_lines.append(f"{name} = initializer({array_text}, name={value.name!r}{local})")
+        if sparse_initializers:
+            dense_names = {v.name for v in current.initializers}
+            for name, sparse in sparse_initializers.items():
+                if name in dense_names:
+                    continue
+                py_name = fresh(name, "weight")
+                weight_lines.append(
+                    f"{py_name} = sparse_initializer({_array_text(sparse.values.array, module, py_name + '_values')}, "
+                    f"{_array_text(sparse.indices.array, module, py_name + '_indices')}, {list(sparse.dims)!r}, "
+                    f"name={name!r}{local})"
+                )
+                module.sparse_names[name] = py_name
         for node in current.nodes:
             if not node.attributes:
                 continue
@@ -448,7 +459,11 @@ class _Writer:
             outputs = outputs[:-1]
         if not outputs:
             raise ConversionError(f"node {node.op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
-        targets = self.define(outputs[0]) if len(outputs) == 1 else ", ".join([self.define(v) for v in outputs])
+        if len(outputs) == 1:
+            target = outputs[0]
+            targets = self.name_of(target) if target.name else "_"
+        else:
+            targets = ", ".join([self.define(v) for v in outputs])
         inputs = node.inputs
         if not attrs and node.callee is None and node.domain == "" and None not in inputs:
             symbol = _BINARY.get(node.op_type)
@@ -485,8 +500,11 @@ class _Writer:
                     raise ConversionError(f"attribute name {attr_name!r} of {node.op_type} is not a Python identifier")
                 self.keyword_names.add(attr_name)
             value = attr.value
-            if attr.kind == _INTS and type(value) is list and attr.ref_attr_name is None:
+            kind = attr.kind
+            if kind == _INTS and type(value) is list and attr.ref_attr_name is None:
                 arguments.append(f"{attr_name}={value!r}")  # the most frequent case, as attribute() writes it
+            elif kind == _TENSOR and attr.ref_attr_name is None:  # (ConstantOfShape's value, Constant)
+                arguments.append(f"{attr_name}={self.tensor(value)}")
             else:
                 arguments.append(f"{attr_name}={self.attribute(attr, node.op_type, node.domain)}")
         self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")

@@ -164,3 +164,22 @@ def test_loops_compile_to_the_minimal_loop() -> None:
         check_script(guarded, [f32(0), count, np.array(True)], f32(max(n, 0)))
     check_script(until, [f32(1), f32(10)], f32(16))
     check_script(until, [f32(20), f32(10)], f32(20))
+
+
+def test_both_branches_binding_the_same_outer_value_rebinds_the_name() -> None:
+    # Found by the random-program property test: `b = c` in both branches used to leave
+    # `b` unchanged, because the two branches agreeing was read as "neither assigned it".
+    @script()
+    def both_branches(a: FLOAT, b: FLOAT, n: INT64) -> FLOAT:
+        c = a * 0.5
+        for i in range(n):
+            if i < 0:
+                b = c
+            else:
+                b = c
+        return b
+
+    for n in (0, 1, 3):
+        expected = np.float32(0.0 if n else 1.0)
+        inputs = [np.array(0.0, np.float32), np.array(1.0, np.float32), np.array(n, np.int64)]
+        check_script(both_branches, inputs, np.array(expected))

@@ -129,6 +129,10 @@ class ControlFlowCompiler(_CompilerBase):
             then_operand = then.scope.names.get(name, before)
             else_operand = orelse.scope.names.get(name, before)
             if then_operand is else_operand:
+                # Both branches left it alone, or both bound the same outer value (b = c
+                # in each): then that value is what the name holds after the if.
+                if then_operand is not before:
+                    self.scope.bind(name, then_operand)
                 continue
             if _not_a_value(then_operand) or _not_a_value(else_operand):
                 self.scope.bind(name, Undefined(
