@@ -274,7 +274,8 @@ class _Reader:
         Value = ir.Value
         for tensor_proto in proto.initializer:
             tensor = self.tensor(tensor_proto)
-            value = Value(tensor.name, tensor_type(tensor.elem_type, tensor.array.shape), None, tensor)
+            # Typed below: by its graph-input declaration if it has one, else by its data.
+            value = Value(tensor.name, None, None, tensor)
             initializers[tensor.name] = value
             graph.initializers.append(value)
         for sparse_proto in proto.sparse_initializer:
@@ -290,6 +291,10 @@ class _Reader:
             value.doc_string = value_proto.doc_string
             graph.inputs.append(value)
             scope.values[value.name] = value
+        for value in graph.initializers:
+            data = value.initializer
+            if value.type is None and data is not None:
+                value.type = tensor_type(data.elem_type, data.array.shape)
         for value in initializers.values():
             scope.values.setdefault(value.name, value)
         self._nodes(proto.node, graph, scope, where)
@@ -325,7 +330,7 @@ class _Reader:
         subgraphs: list[tuple[ir.Attr, Any]] = []
         values = scope.values
         get = values.get
-        Node, Value = ir.Node, ir.Value
+        Node, Value, Attr, INTS = ir.Node, ir.Value, ir.Attr, ir.AttrKind.INTS
         attribute = self.attribute
         functions = self.functions
         for node_proto in node_protos:
@@ -352,7 +357,13 @@ class _Reader:
                     values[name] = value
             attribute_protos = node_proto.attribute[:]
             if attribute_protos:
-                node.attributes = {a.name: attribute(a, scope, subgraphs) for a in attribute_protos}
+                attrs = node.attributes
+                for attribute_proto in attribute_protos:
+                    name = attribute_proto.name
+                    if attribute_proto.type == 7 and not attribute_proto.ref_attr_name:  # INTS, the most frequent
+                        attrs[name] = Attr(name, INTS, attribute_proto.ints[:], None, attribute_proto.doc_string)
+                    else:
+                        attrs[name] = attribute(attribute_proto, scope, subgraphs)
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
             made.append(node)

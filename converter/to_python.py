@@ -156,6 +156,10 @@ class _Module:
     function_names: dict[int, str] = field(default_factory=dict)  # id(ir.Function) -> python name
     sparse_names: dict[str, str] = field(default_factory=dict)  # sparse initializer -> global name
     literal_cache: dict[Any, str] = field(default_factory=dict)  # (dtype, shape, bytes) -> np.array text
+    # id(array) -> (array, its inline text): converter.from_onnx shares one read-only array
+    # among equal tiny attribute tensors; holding the array keeps its id unique meanwhile.
+    inline_texts: dict[int, tuple[np.ndarray, str]] = field(default_factory=dict)
+    float_texts: dict[float, str] = field(default_factory=dict)  # FLOAT attribute value -> its text
     type_texts: dict[int, tuple[Any, str]] = field(default_factory=dict)  # id(TensorType) -> (it, "FLOAT[2]")
     weights_file: str | None = None
     inline_limit: int = INLINE_LIMIT
@@ -647,7 +651,15 @@ class _Writer:
                 return _ENUM_NAMES[value]
             return repr(value)
         if kind == _FLOAT:
-            return _float_text(value, np.float32)
+            # Models repeat a few values (epsilon, alpha), and numpy's str() is slow.  Only
+            # ordinary values are cached: 0.0 == -0.0 have different texts, NaN matches nothing.
+            texts = self.module.float_texts
+            text = texts.get(value)
+            if text is None:
+                text = _float_text(value, np.float32)
+                if value and value == value:
+                    texts[value] = text
+            return text
         if kind == _TENSOR:
             return self.tensor(value)
         if kind == K.STRING:
@@ -678,12 +690,18 @@ class _Writer:
 
     def tensor(self, tensor: ir.Tensor) -> str:
         array = tensor.array
-        if array.size > self.module.inline_limit and self.module.weights_file and array.dtype != object:
+        module = self.module
+        cached = module.inline_texts.get(id(array))
+        if cached is not None and cached[0] is array:
+            return cached[1]
+        if array.size > module.inline_limit and module.weights_file and array.dtype != object:
             name = self.new_global(tensor.name or "constant", "constant")
-            self.module.large_arrays[name] = array
-            self.module.weight_lines.append(f"{name} = weights[{name!r}]")
+            module.large_arrays[name] = array
+            module.weight_lines.append(f"{name} = weights[{name!r}]")
             return name
-        return _array_text(array, self.module, "")
+        text = _array_text(array, module, "")
+        module.inline_texts[id(array)] = (array, text)
+        return text
 
     def sparse(self, sparse: ir.SparseTensor) -> str:
         self.module.uses_sparse_tensor = True
@@ -784,9 +802,9 @@ def _plan_loops(graph: ir.Graph) -> tuple[dict[int, _LoopPlan], set[int]]:
                 loops.append(node)
             if node.attributes:
                 for attr in node.attributes.values():
-                    if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+                    if attr.kind == _GRAPH and attr.value is not None:  # (module constants: enum lookups are slow)
                         graphs.append(attr.value)
-                    elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+                    elif attr.kind == _GRAPHS and attr.value is not None:
                         graphs.extend(attr.value)
         index += 1
     plans: dict[int, _LoopPlan] = {}

@@ -321,3 +321,25 @@ def test_conversion_time_is_linear() -> None:
             best = min(best, time.perf_counter() - start)
         timings.append(best / length)
     assert timings[1] < timings[0] * 3, timings  # per-node cost does not grow with size
+
+
+def test_equal_tiny_attribute_tensors_share_one_read_only_array() -> None:
+    value = helper.make_tensor("", TensorProto.FLOAT, [1], [0.25])
+    other = helper.make_tensor("", TensorProto.INT64, [2], [3, 4])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["a"], value=value),
+        helper.make_node("ConstantOfShape", ["shape"], ["b"], value=value),
+        helper.make_node("Constant", [], ["c"], value=other),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "ab"]
+        + [helper.make_tensor_value_info("c", TensorProto.INT64, [2])],
+    )
+    model = model_from_proto(helper.make_model(graph))
+    first, second, third = (node.attributes["value"].value for node in model.graph.nodes)
+    assert first is not second and first.array is second.array  # distinct Tensors, one array
+    assert not first.array.flags.writeable and not third.array.flags.writeable
+    np.testing.assert_array_equal(first.array, numpy_helper.to_array(value))
+    np.testing.assert_array_equal(third.array, numpy_helper.to_array(other))
+    assert first.array.dtype == np.float32 and third.array.dtype == np.int64

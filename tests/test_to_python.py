@@ -556,3 +556,17 @@ def test_compiled_loops_come_back_as_the_same_loops(data, tmp_path) -> None:
     inputs = [np.array(1.5, np.float32), np.array(-0.5, np.float32), np.array(data.draw(st.integers(0, 4)), np.int64)]
     for expected, got in zip(run(model, inputs), run(rebuilt, inputs)):
         np.testing.assert_array_equal(expected, got)
+
+
+@given(st.text(alphabet="ab_09/.-:é", max_size=8))
+def test_identifier_fast_paths_turn_each_run_of_other_characters_into_one_underscore(name: str) -> None:
+    # The oracle: the regex rule the fast paths (str.replace, bytes.translate) stand for.
+    import re
+
+    from converter.to_python import _identifier
+
+    expected = name
+    if not (name.isidentifier() and name.isascii()):
+        expected = re.sub(r"[^0-9a-zA-Z_]+", "_", name).strip("_")
+        expected = "v" if not expected else ("v" + expected if expected[0].isdigit() else expected)
+    assert _identifier(name, "v") == expected
