@@ -3,7 +3,7 @@
 Proposal for weights (agreed shape of the contract with the ``@script`` compiler)
 --------------------------------------------------------------------------------
 Each graph initializer is declared once at module level with
-``dsl.frontend.weights.initializer(array, name=...)``, which returns an
+``dsl.initializer(array, name=...)``, which returns an
 ``Initializer`` object; the body reads it by its Python name::
 
     weights = load_weights(__file__, "model.npz")       # large ones, beside the source
@@ -242,7 +242,7 @@ def _model_to_python(
 
 
 def save_weights(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` to the ``.npz`` that ``dsl.frontend.weights.load_weights`` reads.
+    """Write ``arrays`` to the ``.npz`` that ``dsl.load_weights`` reads.
 
     ml_dtypes arrays (bfloat16, float8, 4-bit) have no ``.npy`` encoding: they are stored
     as unsigned integers of the same item size, and their dtype names are recorded as
@@ -300,7 +300,7 @@ def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
     if module.uses_sparse_tensor:
         weight_helpers.add("sparse_tensor")
     if weight_helpers:
-        lines.append(f"from dsl.frontend.weights import {', '.join(sorted(weight_helpers))}")
+        lines.append(f"from dsl import {', '.join(sorted(weight_helpers))}")
     custom = [(alias, domain, version) for (domain, version), alias in sorted(module.opset_aliases.items()) if domain]
     if custom or module.weight_lines:
         lines.append("")

@@ -30,6 +30,7 @@ from dsl.errors import (
     UnknownOpError,
     UnsupportedSyntaxError,
 )
+from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
 from dsl.opsets import Op, Opset
 from dsl.script import GraphFunction, ScriptFunction, graph, script
 from dsl.types import (
@@ -73,6 +74,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "Op", "Opset",
+    "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor",
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError",
