@@ -975,20 +975,22 @@ def _break_source(value: ir.Value, facts: _LoopFacts, body_id: int) -> tuple[ir.
     return broken_by, [*eaten, negation]
 
 
-def _is_empty_shape_constant(node: ir.Node | None) -> bool:
+def _constant_array(node: ir.Node | None) -> np.ndarray | None:
+    """The data of a plain ``Constant(value=tensor)`` node, else None."""
     if node is None or node.op_type != "Constant" or node.domain != "" or set(node.attributes) != {"value"}:
-        return False
+        return None
     payload = node.attributes["value"].value
-    return isinstance(payload, ir.Tensor) and payload.array.dtype == np.int64 and payload.array.shape == (0,)
+    return payload.array if isinstance(payload, ir.Tensor) else None
+
+
+def _is_empty_shape_constant(node: ir.Node | None) -> bool:
+    array = _constant_array(node)
+    return array is not None and array.dtype == np.int64 and array.shape == (0,)
 
 
 def _is_true_constant(value: ir.Value) -> bool:
-    node = value.producer
-    if node is None or node.op_type != "Constant" or node.domain != "" or set(node.attributes) != {"value"}:
-        return False
-    payload = node.attributes["value"].value
-    return (isinstance(payload, ir.Tensor) and payload.array.dtype == np.bool_ and payload.array.shape == ()
-            and bool(payload.array))
+    array = _constant_array(value.producer)
+    return array is not None and array.dtype == np.bool_ and array.shape == () and bool(array)
 
 
 def _compiler_knows_bool(value: ir.Value, facts: _LoopFacts) -> bool:
