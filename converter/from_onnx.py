@@ -137,7 +137,21 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            _promote_young_objects()
             gc.enable()
+
+
+def _promote_young_objects() -> None:
+    """Move the objects just made to the oldest generation without scanning them.
+
+    Re-enabled, the collector would first trace every object built meanwhile (the whole
+    IR, ~0.4 µs per node) only to find it all alive.  ``gc.freeze()`` then ``unfreeze()``
+    hands them to the oldest generation at once; full collections still see them.
+    Skipped when the program froze objects itself (unfreeze would release those too).
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>") -> ir.Model:
@@ -214,7 +228,8 @@ class _Reader:
         self._pending: list[tuple[Any, ir.Function]] = []
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
         self.types: dict[bytes, ir.IRType | None] = {}
-        self.tiny_arrays: dict[bytes, np.ndarray] = {}  # read-only, shared (see attribute_tensor())
+        # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
+        self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]] = {}
 
     # ------------------------------------------------------------------ functions
 
@@ -272,31 +287,43 @@ class _Reader:
         initializers: dict[str, ir.Value] = {}
         tensor_type = self.tensor_type
         Value = ir.Value
+        read_tensor, add_initializer = self.tensor, graph.initializers.append
         for tensor_proto in proto.initializer:
-            tensor = self.tensor(tensor_proto)
+            tensor = read_tensor(tensor_proto)
             # Typed below: by its graph-input declaration if it has one, else by its data.
             value = Value(tensor.name, None, None, tensor)
             initializers[tensor.name] = value
-            graph.initializers.append(value)
+            add_initializer(value)
         for sparse_proto in proto.sparse_initializer:
             sparse = self.sparse_tensor(sparse_proto)
             name = sparse_proto.values.name
             graph.sparse_initializers[name] = sparse
             value = ir.Value(name, type=ir.SparseTensorType(sparse.values.elem_type, sparse.dims))
             initializers.setdefault(name, value)
+        # Inputs shadow initializers of the same name (the initializer-backed ones are the
+        # very same Value).
+        values = scope.values
+        values.update(initializers)
+        read_type, add_input, initializer_of = self.type, graph.inputs.append, initializers.get
+        known_types = self.types
         for value_proto in proto.input:
             name = value_proto.name
-            value = initializers.get(name) or Value(name)
-            value.type = self.type(value_proto.type) or value.type
-            value.doc_string = value_proto.doc_string
-            graph.inputs.append(value)
-            scope.values[value.name] = value
+            value = initializer_of(name) or Value(name)
+            type_proto = value_proto.type
+            declared = known_types.get(type_proto.SerializeToString(), _UNSEEN)  # (type(), without the call)
+            if declared is _UNSEEN:
+                declared = read_type(type_proto)
+            value.type = declared or value.type
+            doc_string = value_proto.doc_string
+            if doc_string:  # (a new or initializer Value has "" already)
+                value.doc_string = doc_string
+            add_input(value)
+            values[name] = value
         for value in graph.initializers:
-            data = value.initializer
-            if value.type is None and data is not None:
-                value.type = tensor_type(data.elem_type, data.array.shape)
-        for value in initializers.values():
-            scope.values.setdefault(value.name, value)
+            if value.type is None:
+                data = value.initializer
+                if data is not None:
+                    value.type = tensor_type(data.elem_type, data.array.shape)
         self._nodes(proto.node, graph, scope, where)
         for value_proto in proto.output:
             value = self._use(scope, value_proto.name, f"output of {where}")
@@ -329,9 +356,11 @@ class _Reader:
         unresolved: list[tuple[ir.Node, list[str], Any]] = []
         subgraphs: list[tuple[ir.Attr, Any]] = []
         values = scope.values
-        get = values.get
-        Node, Value, Attr, INTS = ir.Node, ir.Value, ir.Attr, ir.AttrKind.INTS
-        attribute = self.attribute
+        get, setdefault = values.get, values.setdefault
+        Node, Value, Attr, INTS, TENSOR = ir.Node, ir.Value, ir.Attr, ir.AttrKind.INTS, ir.AttrKind.TENSOR
+        attribute, attribute_tensor = self.attribute, self.attribute_tensor
+        Tensor, tiny_tensors = ir.Tensor, self.tiny_tensors
+        INT, FLOAT = ir.AttrKind.INT, ir.AttrKind.FLOAT
         functions = self.functions
         for node_proto in node_protos:
             domain = node_proto.domain
@@ -348,20 +377,30 @@ class _Reader:
                 value = Value(name, None, node)
                 outputs.append(value)
                 if name:
-                    if name in values:
+                    if setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
                         raise ModelLoadError(
                             f"{self.source}: {where}: value {name!r} is defined twice (second time by "
                             f"{_describe_node(node_proto)})",
                             hint="ONNX values are assigned once; the model is malformed",
                         )
-                    values[name] = value
             attribute_protos = node_proto.attribute[:]
             if attribute_protos:
                 attrs = node.attributes
                 for attribute_proto in attribute_protos:
                     name = attribute_proto.name
-                    if attribute_proto.type == 7 and not attribute_proto.ref_attr_name:  # INTS, the most frequent
+                    type_number = attribute_proto.type
+                    if type_number == 7 and not attribute_proto.ref_attr_name:  # INTS, the most frequent
                         attrs[name] = Attr(name, INTS, attribute_proto.ints[:], None, attribute_proto.doc_string)
+                    elif type_number == 4 and not attribute_proto.ref_attr_name:  # (ConstantOfShape, Constant)
+                        tensor_proto = attribute_proto.t
+                        key = tensor_proto.SerializeToString()
+                        seen = tiny_tensors.get(key)
+                        tensor = Tensor(*seen) if seen is not None else attribute_tensor(tensor_proto, key)
+                        attrs[name] = Attr(name, TENSOR, tensor, None, attribute_proto.doc_string)
+                    elif type_number == 2 and not attribute_proto.ref_attr_name:  # INT (group, axis)
+                        attrs[name] = Attr(name, INT, attribute_proto.i, None, attribute_proto.doc_string)
+                    elif type_number == 1 and not attribute_proto.ref_attr_name:  # FLOAT (epsilon, alpha)
+                        attrs[name] = Attr(name, FLOAT, attribute_proto.f, None, attribute_proto.doc_string)
                     else:
                         attrs[name] = attribute(attribute_proto, scope, subgraphs)
             if functions:
@@ -457,9 +496,9 @@ class _Reader:
         fast_dtype = _RAW_DTYPES.get(data_type)
         if fast_dtype is not None and proto.data_location != 1:
             # The common cases, several times cheaper than numpy_helper.to_array.
-            shape = tuple(proto.dims[:])
-            if proto.HasField("raw_data"):
-                raw = proto.raw_data
+            shape = proto.dims[:]  # (a list: cheaper than a tuple, and reshape takes it)
+            raw = proto.raw_data
+            if raw or proto.HasField("raw_data"):
                 if len(raw) == fast_dtype.itemsize * math.prod(shape):
                     array = np.frombuffer(raw, fast_dtype)  # a view of the bytes, no copy
                     if len(shape) != 1:  # (1-D is already right)
@@ -477,23 +516,25 @@ class _Reader:
                         return ir.Tensor(array, data_type, proto.name, proto.doc_string)
         return self._slow_tensor(proto)
 
-    def attribute_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
+    def attribute_tensor(self, proto: onnx.TensorProto, key: bytes | None = None) -> ir.Tensor:
         """:meth:`tensor`, sharing one read-only array among equal tiny tensors.
 
         Exporters repeat tiny constants (ConstantOfShape's value, axes) hundreds of times;
-        the serialized proto is a cheaper key than reading its repeated fields.  Arrays from
-        ``raw_data`` are read-only views already, so no consumer may write into IR arrays.
+        the serialized proto (``key``, if the caller has it) is a cheaper key than reading
+        its repeated fields.  Arrays from ``raw_data`` are read-only views already, so no
+        consumer may write into IR arrays.
         """
-        key = proto.SerializeToString()
+        if key is None:
+            key = proto.SerializeToString()
         if len(key) > _TINY_BYTES:
             return self.tensor(proto)
-        array = self.tiny_arrays.get(key)
-        if array is not None:
-            return ir.Tensor(array, proto.data_type, proto.name, proto.doc_string)
+        seen = self.tiny_tensors.get(key)
+        if seen is not None:
+            return ir.Tensor(*seen)
         tensor = self.tensor(proto)
         if proto.data_type in _RAW_DTYPES:
             tensor.array.flags.writeable = False
-            self.tiny_arrays[key] = tensor.array
+            self.tiny_tensors[key] = (tensor.array, tensor.elem_type, tensor.name, tensor.doc_string)
         return tensor
 
     def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:

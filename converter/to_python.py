@@ -90,23 +90,32 @@ _RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozense
 
 
 def _identifier(name: str, fallback: str) -> str:
-    if not (name.isidentifier() and name.isascii()):
-        # Each run of other characters becomes one "_".  Exporters' names ("gpu_0/conv1_w_0")
-        # have single separators, which bytes.translate replaces several times faster; and
-        # where "/" is the only other character, str.replace faster still.
+    if name.isidentifier() and name.isascii():
+        return name
+    return _cleaned(name, fallback)
+
+
+def _cleaned(name: str, fallback: str) -> str:
+    """``name`` (not an ASCII identifier) made one: each run of other characters becomes "_"."""
+    # Exporters' names ("gpu_0/conv1_w_0") have single separators, which bytes.translate
+    # replaces several times faster; and where "/" is the only other character,
+    # str.replace faster still.
+    if name.isascii():
         slashed = name.replace("/", "_")
-        if slashed.isidentifier() and slashed.isascii() and "//" not in name:
+        if slashed.isidentifier() and "//" not in name:
             name = slashed.strip("_")
         else:
-            marked = name.encode("ascii").translate(_MARK_OTHERS) if name.isascii() else b"\0\0"
+            marked = name.encode("ascii").translate(_MARK_OTHERS)
             if b"\0\0" in marked:
                 name = _NOT_IDENTIFIER.sub("_", name).strip("_")
             else:
                 name = marked.replace(b"\0", b"_").decode("ascii").strip("_")
-        if not name:
-            return fallback
-        if name[0].isdigit():
-            name = fallback + name
+    else:
+        name = _NOT_IDENTIFIER.sub("_", name).strip("_")
+    if not name:
+        return fallback
+    if name[0].isdigit():
+        name = fallback + name
     return name
 
 
@@ -117,12 +126,14 @@ class _Names:
 
     def __init__(self, taken: set[str] | frozenset[str]) -> None:
         self.taken = set(taken)
+        if not _RESERVED <= self.taken:  # (fresh() relies on it; both callers pass supersets)
+            self.taken |= _RESERVED
         self.counters: dict[str, int] = {}
 
     def fresh(self, wanted: str, fallback: str = "v") -> str:
-        base = _identifier(wanted, fallback)
+        base = wanted if wanted.isidentifier() and wanted.isascii() else _cleaned(wanted, fallback)
         taken = self.taken
-        if base not in taken and base not in _RESERVED:
+        if base not in taken:  # (taken holds _RESERVED: every namespace starts from it)
             taken.add(base)
             return base
         if base in _RESERVED and base + "_" not in taken:
@@ -194,6 +205,9 @@ def model_to_python(
         return _model_to_python(model, weights_path, source_path, inline_limit, initializer_inputs)
     finally:
         if was_enabled:
+            if gc.get_freeze_count() == 0:  # (as converter.from_onnx: no scan of what was just made)
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -225,13 +239,15 @@ def _model_to_python(
         module.function_names[id(function)] = module.globals.fresh(function.name, "function")
     main_name = module.globals.fresh(main.name or "main_graph", "graph") if main is not None else ""
     if main is not None:
-        _declare_initializers(main, module, initializer_inputs == "keep")
+        has_loops, has_subgraphs = _declare_initializers(main, module, initializer_inputs == "keep")
 
     blocks: list[str] = []
     for function in functions:
         blocks.append(_write_function(function, module, opset_imports))
     if main is not None:
-        blocks.append(_write_main(main, main_name, module, opset_imports, initializer_inputs == "keep"))
+        blocks.append(
+            _write_main(main, main_name, module, opset_imports, initializer_inputs == "keep", has_loops, has_subgraphs)
+        )
         if isinstance(model, ir.Model):
             blocks[-1] += _model_options(model, main_name)
 
@@ -291,9 +307,10 @@ def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
         if domain == "":
             lines.append(f"from dsl import opset{version} as {alias}")
     weight_helpers: set[str] = set()
-    if any(" = initializer(" in line for line in module.weight_lines):
+    declarations = "\n".join(module.weight_lines)  # (one search, not one a line: neither text holds "\n")
+    if " = initializer(" in declarations:
         weight_helpers.add("initializer")
-    if any(" = sparse_initializer(" in line for line in module.weight_lines):
+    if " = sparse_initializer(" in declarations:
         weight_helpers.add("sparse_initializer")
     if module.large_arrays and module.weights_file:
         weight_helpers.add("load_weights")
@@ -334,8 +351,14 @@ def _callee_order(functions: list[ir.Function]) -> list[ir.Function]:
     return order
 
 
-def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -> None:
-    """Module-level declarations of the initializers of ``graph`` and of its subgraphs."""
+def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -> tuple[bool, bool]:
+    """Module-level declarations of the initializers of ``graph`` and of its subgraphs.
+
+    Returns whether any of these graphs has a Loop node, and whether any node has a
+    graph-valued attribute: this walk visits every node, so the writer need not look
+    again for loops to plan or subgraphs to write where there are none.
+    """
+    has_loops = has_subgraphs = False
     stack = [graph]
     initializer_names = module.initializer_names
     fresh = module.globals.fresh
@@ -345,13 +368,19 @@ def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -
         local = ", local=True" if current is not graph else ""
         sparse_initializers = current.sparse_initializers
         for value in current.initializers:
-            if id(value) in initializer_names:
+            key = id(value)
+            if key in initializer_names:
                 continue
-            name = fresh(value.name, "weight")
-            initializer_names[id(value)] = name
-            assert value.initializer is not None
-            array_text = _array_text(value.initializer.array, module, name)
-            sparse = sparse_initializers.get(value.name) if sparse_initializers else None
+            onnx_name = value.name
+            name = fresh(onnx_name, "weight")
+            initializer_names[key] = name
+            tensor = value.initializer
+            assert tensor is not None
+            array_text = _array_text(tensor.array, module, name)
+            if not sparse_initializers:
+                weight_lines.append(f"{name} = initializer({array_text}, name={onnx_name!r}{local})")
+                continue
+            sparse = sparse_initializers.get(onnx_name)
             if sparse is not None:
                 weight_lines.append(
                     f"{name} = sparse_initializer({_array_text(sparse.values.array, module, name + '_values')}, "
@@ -373,13 +402,21 @@ def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -
                 )
                 module.sparse_names[name] = py_name
         for node in current.nodes:
-            if not node.attributes:
+            if node.op_type == "Loop":
+                has_loops = True
+            attributes = node.attributes
+            if not attributes:
                 continue
-            for attr in node.attributes.values():
-                if attr.kind == _GRAPH and attr.value is not None:
-                    stack.append(attr.value)
-                elif attr.kind == _GRAPHS and attr.value is not None:
-                    stack.extend(attr.value)
+            for attr in attributes.values():
+                kind = attr.kind
+                if kind in _GRAPH_KINDS:
+                    has_subgraphs = True
+                    if attr.value is not None:
+                        if kind == _GRAPH:
+                            stack.append(attr.value)
+                        else:
+                            stack.extend(attr.value)
+    return has_loops, has_subgraphs
 
 
 class _Writer:
@@ -398,6 +435,7 @@ class _Writer:
         self.lines: list[str] = []
         self.loop_plans: dict[int, _LoopPlan] | None = None  # id(Loop node) -> how to write it
         self.absorbed: set[int] = set()  # ids of nodes a structured loop's Python stands for
+        self.has_subgraphs = True  # False: no node has a graph attribute (known for the main graph)
 
     def name_of(self, value: ir.Value) -> str:
         name = self.value_names.get(id(value))
@@ -441,33 +479,43 @@ class _Writer:
         if self.loop_plans is None:  # the function's own graph: plan its loops, nested ones included
             self.loop_plans, self.absorbed = _plan_loops(graph)
         lines = self.lines
+        write_node = self.node
         for node in graph.nodes:
-            self.node(node, indent)
+            write_node(node, indent)
         returned = ", ".join(self.name_of(v) for v in graph.outputs)
         lines.append(f"{indent}return {returned}")
 
     def node(self, node: ir.Node, indent: str) -> None:
         attrs = node.attributes
-        if node.op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
+        op_type = node.op_type
+        if op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
             return
         if self.absorbed and id(node) in self.absorbed:
             return  # written by the structured loop that uses it
-        if node.op_type == "Loop" and self.loop_plans and self.structured_loop(node, indent):
+        if op_type == "Loop" and self.loop_plans and self.structured_loop(node, indent):
             return
-        if attrs:
+        if attrs and self.has_subgraphs:
             for attr in attrs.values():
                 if attr.kind in _GRAPH_KINDS and attr.ref_attr_name is None:
                     self.subgraphs(attr, indent)
         outputs = node.outputs
-        while outputs and not outputs[-1].name:
-            outputs = outputs[:-1]
-        if not outputs:
-            raise ConversionError(f"node {node.op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
-        if len(outputs) == 1:
+        if len(outputs) == 1 and outputs[0].name:  # the usual case
             target = outputs[0]
-            targets = self.name_of(target) if target.name else "_"
+            targets = self.value_names.get(id(target))
+            if targets is None:
+                if target.producer is None:
+                    targets = self.name_of(target)
+                else:  # (name_of(target), written out)
+                    targets = self.value_names[id(target)] = self.names.fresh(target.name)
         else:
-            targets = ", ".join([self.define(v) for v in outputs])
+            while outputs and not outputs[-1].name:
+                outputs = outputs[:-1]
+            if not outputs:
+                raise ConversionError(f"node {op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
+            if len(outputs) == 1:  # (its unnamed trailing outputs dropped)
+                targets = self.name_of(outputs[0])
+            else:
+                targets = ", ".join([self.define(v) for v in outputs])
         inputs = node.inputs
         if not attrs and node.callee is None and node.domain == "" and None not in inputs:
             symbol = _BINARY.get(node.op_type)
@@ -496,6 +544,7 @@ class _Writer:
                 callable_text = f"{self.opset(node.domain)}.{node.op_type}"
                 self.op_texts[(node.domain, node.op_type)] = callable_text
         name_of, known = self.name_of, self.value_names.get  # (known names: no method call)
+        inline_texts, float_texts = self.module.inline_texts, self.module.float_texts
         arguments = ["None" if v is None else known(id(v)) or name_of(v) for v in inputs]
         for attr in attrs.values():
             attr_name = attr.name
@@ -508,9 +557,18 @@ class _Writer:
             if kind == _INTS and type(value) is list and attr.ref_attr_name is None:
                 arguments.append(f"{attr_name}={value!r}")  # the most frequent case, as attribute() writes it
             elif kind == _TENSOR and attr.ref_attr_name is None:  # (ConstantOfShape's value, Constant)
-                arguments.append(f"{attr_name}={self.tensor(value)}")
+                cached = inline_texts.get(id(value.array))  # (as tensor() looks it up, without the call)
+                if cached is not None and cached[0] is value.array:
+                    arguments.append(f"{attr_name}={cached[1]}")
+                else:
+                    arguments.append(f"{attr_name}={self.tensor(value)}")
+            elif kind == _FLOAT and attr.ref_attr_name is None and value in float_texts:  # (epsilon, alpha)
+                arguments.append(f"{attr_name}={float_texts[value]}")  # (what attribute() returns for it)
+            elif (kind == _INT and attr.ref_attr_name is None
+                  and not ((op_type, attr_name) in _ELEMENT_TYPE_ATTRIBUTES and node.domain == "")):
+                arguments.append(f"{attr_name}={value!r}")  # (as attribute() writes a plain INT)
             else:
-                arguments.append(f"{attr_name}={self.attribute(attr, node.op_type, node.domain)}")
+                arguments.append(f"{attr_name}={self.attribute(attr, op_type, node.domain)}")
         self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")
 
     def structured_loop(self, node: ir.Node, indent: str) -> bool:
@@ -1119,10 +1177,16 @@ def _write_function(function: ir.Function, module: _Module, model_imports: dict[
 
 
 def _write_main(
-    graph: ir.Graph, python_name: str, module: _Module, opset_imports: dict[str, int], keep_inputs: bool
+    graph: ir.Graph, python_name: str, module: _Module, opset_imports: dict[str, int], keep_inputs: bool,
+    has_loops: bool = True, has_subgraphs: bool = True,
 ) -> str:
     writer = _Writer(module, opset_imports, opset_imports.get(""))
+    # (What _plan_loops and node() would find: _declare_initializers saw every node.)
+    if not has_loops:
+        writer.loop_plans, writer.absorbed = {}, set()
+    writer.has_subgraphs = has_subgraphs
     initializer_ids = {id(v) for v in graph.initializers}
+    value_names = writer.value_names
     params: list[str] = []
     defaults_started = False
     for value in graph.inputs:
@@ -1130,9 +1194,12 @@ def _write_main(
             if not keep_inputs:
                 continue  # written as a plain initializer: the body reads the module-level name
             defaults_started = True
-            # ``w: FLOAT[3] = w``: the default is the module-level Initializer of that name.
+            # ``w: FLOAT[3] = w``: the default is the module-level Initializer of that name
+            # (writer.parameter(value, global_name), written out: models have hundreds).
             global_name = module.initializer_names[id(value)]
-            params.append(writer.parameter(value, global_name))
+            annotation = _type_text(value.type, module)
+            name = value_names.get(id(value)) or writer.name_of(value)
+            params.append(f"{name}: {annotation} = {global_name}" if annotation else f"{name}={global_name}")
         else:
             if defaults_started and "*" not in params:
                 # A plain input after an overridable weight: keyword-only keeps the order.
