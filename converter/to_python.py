@@ -1053,27 +1053,18 @@ def _is_true_constant(value: ir.Value) -> bool:
 
 def _compiler_knows_bool(value: ir.Value, facts: _LoopFacts) -> bool:
     """Whether the compiler certainly knows ``value`` is BOOL (so it adds no Cast)."""
-    producer = value.producer
-    if producer is None:
-        if value.initializer is not None or facts.roles.get(id(value)) is not None:
-            return False
-        declared = value.type
-        return isinstance(declared, ir.TensorType) and declared.elem_type == types.BOOL.enum
-    if producer.domain != "" or producer.callee is not None:
-        return False
-    if producer.op_type in _BOOL_OPS:
-        return True
-    if producer.op_type == "Cast":
-        to = producer.attributes.get("to")
-        return to is not None and to.ref_attr_name is None and to.value == types.BOOL.enum
-    if producer.op_type == "Constant" and set(producer.attributes) == {"value"}:
-        payload = producer.attributes["value"].value
-        return isinstance(payload, ir.Tensor) and payload.array.dtype == np.bool_
-    return False
+    return _compiler_knows_elem(value, facts, types.BOOL.enum, _BOOL_OPS)
 
 
 def _compiler_knows_int64(value: ir.Value, facts: _LoopFacts) -> bool:
     """Whether the compiler certainly knows ``value`` is INT64 (``range(n)`` adds no Cast)."""
+    return _compiler_knows_elem(value, facts, types.INT64.enum, _INT64_OPS)
+
+
+def _compiler_knows_elem(value: ir.Value, facts: _LoopFacts, elem_type: int, typed_ops: Any) -> bool:
+    """Whether the compiler's element-type tracking certainly gives ``value`` ``elem_type``:
+    a declared input, an op whose output type is fixed (``typed_ops``), a Cast to it, or a
+    Constant of it; loop-carried values and conditions are unknown inside a body."""
     producer = value.producer
     if producer is None:
         role = facts.roles.get(id(value))
@@ -1081,18 +1072,18 @@ def _compiler_knows_int64(value: ir.Value, facts: _LoopFacts) -> bool:
         if value.initializer is not None or role in ("carried", "condition"):
             return False
         if role == "iteration":
-            return declared == ir.TensorType(types.INT64.enum, ())
-        return isinstance(declared, ir.TensorType) and declared.elem_type == types.INT64.enum
+            return declared == ir.TensorType(elem_type, ())
+        return isinstance(declared, ir.TensorType) and declared.elem_type == elem_type
     if producer.domain != "" or producer.callee is not None:
         return False
-    if producer.op_type in _INT64_OPS:
+    if producer.op_type in typed_ops:
         return True
     if producer.op_type == "Cast":
         to = producer.attributes.get("to")
-        return to is not None and to.ref_attr_name is None and to.value == types.INT64.enum
+        return to is not None and to.ref_attr_name is None and to.value == elem_type
     if producer.op_type == "Constant" and set(producer.attributes) == {"value"}:
         payload = producer.attributes["value"].value
-        return isinstance(payload, ir.Tensor) and payload.array.dtype == np.int64
+        return isinstance(payload, ir.Tensor) and payload.elem_type == elem_type
     return False
 
 
