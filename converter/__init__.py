@@ -21,7 +21,7 @@ import converter.to_python as _python_back_end
 if TYPE_CHECKING:
     from dsl import ir
 
-__all__ = ["to_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic"]
+__all__ = ["to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic"]
 
 
 def to_python(
@@ -48,7 +48,49 @@ def to_python(
         from converter.from_onnx import from_proto as _from_proto
 
         model = _from_proto(model_or_path)
-    return _python_back_end.model_to_python(model, weights_path, **options)
+    try:
+        return _python_back_end.model_to_python(model, weights_path, **options)
+    except (AttributeError, TypeError) as error:  # text where a corrupt file holds bytes?
+        _raise_if_undecodable(model, error)
+        raise
+
+
+def _raise_if_undecodable(model: ir.Model | ir.Function | ir.Graph, error: Exception) -> None:
+    """Report a model whose names are not UTF-8 (see :mod:`converter.undecodable`) as the
+    corrupt input it is; any other failure is left to propagate."""
+    from converter.undecodable import undecodable_text
+    from dsl.errors import ModelLoadError
+
+    found = undecodable_text(model)
+    if found is not None:
+        raise ModelLoadError(
+            f"the model holds text that is not UTF-8: {found}",
+            hint="the file is corrupt (names must be UTF-8); re-export or re-download it",
+        ) from error
+
+
+def write_python(
+    model_or_path: Any,
+    source_path: str | os.PathLike[str],
+    weights_path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> str:
+    """Write the ``@script`` source of a model to ``source_path``, its large tensors beside it.
+
+    What ``onnxquill to-python MODEL -o SOURCE`` does: the weights file defaults to
+    ``source_path`` with the suffix ``.npz``, and the generated code loads it relative
+    to its own folder, so the two files move together.  Both files are rewritten in
+    place (see :mod:`converter.in_place`).  Returns the source.
+
+    >>> converter.write_python("model.onnx", "model.py")   # doctest: +SKIP
+    """
+    from converter.in_place import write_text
+
+    if weights_path is None:
+        weights_path = os.path.splitext(os.fspath(source_path))[0] + ".npz"
+    source = to_python(model_or_path, weights_path, source_path=source_path, **options)
+    write_text(source_path, source)
+    return source
 
 
 def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True) -> ir.Model:

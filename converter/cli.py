@@ -67,19 +67,16 @@ def _read_model(path: str, bindings: dict[str, str]) -> Any:
 def _run_to_python(args: argparse.Namespace) -> int:
     import os
 
-    from converter.to_python import model_to_python
+    from converter import to_python, write_python
 
     model = _read_model(args.model, _parse_bindings(args.bind))
-    weights = args.weights
-    if weights is None and args.output:
-        weights = os.path.splitext(args.output)[0] + ".npz"
-    source = model_to_python(model, weights, source_path=args.output, inline_limit=args.inline_limit)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as stream:
-            stream.write(source)
-        print(f"wrote {args.output}" + (f" (weights: {weights})" if weights and os.path.exists(weights) else ""))
+        weights = args.weights or os.path.splitext(args.output)[0] + ".npz"
+        source = write_python(model, args.output, weights, inline_limit=args.inline_limit)
+        wrote_weights = "\nweights = load_weights(__file__, " in source  # (only written when there are some)
+        print(f"wrote {args.output}" + (f" (weights: {weights})" if wrote_weights else ""))
     else:
-        sys.stdout.write(source)
+        sys.stdout.write(to_python(model, args.weights, inline_limit=args.inline_limit))
     return 0
 
 
@@ -183,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except DslError as error:
         print(error, file=sys.stderr)
+        return 2
+    except OSError as error:  # a file that cannot be written (or read): a report, not a traceback
+        where = f"{error.filename}: " if error.filename else ""
+        print(DslError(f"{where}{error.strerror or error}", hint="check that the folder exists and that you may "
+                       "write there (and read the inputs)"), file=sys.stderr)
         return 2
 
 

@@ -175,8 +175,9 @@ class _Comparison:
         first_functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in first.functions}
         second_functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in second.functions}
         if set(first_functions) != set(second_functions):
-            only_first = sorted(set(first_functions) - set(second_functions))
-            only_second = sorted(set(second_functions) - set(first_functions))
+            # (key=repr throughout: a corrupt proto's names may be bytes, which do not sort with str)
+            only_first = sorted(set(first_functions) - set(second_functions), key=repr)
+            only_second = sorted(set(second_functions) - set(first_functions), key=repr)
             raise _Different(
                 f"model-local functions differ: only in the first {_keys(only_first)}, "
                 f"only in the second {_keys(only_second)}"
@@ -184,7 +185,7 @@ class _Comparison:
         self.defaults = (_function_defaults(first), _function_defaults(second))
         self.top_graph(first.graph, second.graph)
         self.drain()
-        for key in sorted(first_functions):
+        for key in sorted(first_functions, key=repr):
             comparison = _Comparison()
             comparison.defaults = self.defaults
             comparison.function(first_functions[key], second_functions[key], f"function {key[0]}::{key[1]}")
@@ -194,7 +195,7 @@ class _Comparison:
         used = _used_domains(first) | _used_domains(second)
         first_opsets = {_domain(o.domain): o.version for o in first.opset_import}
         second_opsets = {_domain(o.domain): o.version for o in second.opset_import}
-        for domain in sorted(used):
+        for domain in sorted(used, key=repr):
             if first_opsets.get(domain) != second_opsets.get(domain):
                 raise _Different(
                     f"opset of domain {domain or 'ai.onnx'!r}: {first_opsets.get(domain)} vs {second_opsets.get(domain)}"
@@ -208,11 +209,14 @@ class _Comparison:
         second_defaults = {a.name: a for a in second.attribute_proto}
         if set(first.attribute) | set(first_defaults) != set(second.attribute) | set(second_defaults):
             raise _Different(
-                f"{where}: attribute parameters {sorted([*first.attribute, *first_defaults])} vs "
-                f"{sorted([*second.attribute, *second_defaults])}"
+                f"{where}: attribute parameters {sorted([*first.attribute, *first_defaults], key=repr)} vs "
+                f"{sorted([*second.attribute, *second_defaults], key=repr)}"
             )
         if set(first_defaults) != set(second_defaults):
-            raise _Different(f"{where}: attributes with defaults {sorted(first_defaults)} vs {sorted(second_defaults)}")
+            raise _Different(
+                f"{where}: attributes with defaults {sorted(first_defaults, key=repr)} vs "
+                f"{sorted(second_defaults, key=repr)}"
+            )
         self._opsets(first, second)
         first_scope = _Scope(first, None, where, is_function=True)
         second_scope = _Scope(second, None, where, is_function=True)
@@ -262,6 +266,10 @@ class _Comparison:
                 _compare_tensors(
                     first_scope.initializers[value_a.name], second_scope.initializers[value_b.name], label, step
                 )
+            elif (value_a.name in first_scope.sparse) != (value_b.name in second_scope.sparse):
+                raise _Different(f"{label}: a sparse initializer in only one of them {_at(step)}")
+            elif value_a.name in first_scope.sparse:
+                _compare_sparse(first_scope.sparse[value_a.name], second_scope.sparse[value_b.name], label, step)
         for index, (value_a, value_b) in enumerate(zip(first.output, second.output)):
             label = f"{where} output {index} ({value_a.name!r} vs {value_b.name!r})"
             _compare_types(value_a.type, value_b.type, label, strict_types, step)
@@ -374,8 +382,8 @@ class _Comparison:
         attrs_a = self._attributes_of_call(node_a, 0)
         attrs_b = self._attributes_of_call(node_b, 1)
         if set(attrs_a) != set(attrs_b):
-            raise _Different(f"{_render(node_step)}: attributes {sorted(attrs_a)} vs {sorted(attrs_b)}")
-        for name in sorted(attrs_a):
+            raise _Different(f"{_render(node_step)}: attributes {sorted(attrs_a, key=repr)} vs {sorted(attrs_b, key=repr)}")
+        for name in sorted(attrs_a, key=repr):
             self._attribute(attrs_a[name], attrs_b[name], scope_a, scope_b, node_step)
         for index, (in_a, in_b) in enumerate(zip(inputs_a, inputs_b)):
             if bool(in_a) != bool(in_b):
@@ -465,6 +473,13 @@ class _Comparison:
             raise _Different(
                 f"{first.where}: unused initializers differ ({len(unused_a)} vs {len(unused_b)}: "
                 f"{[t.name for t in unused_a][:5]} vs {[t.name for t in unused_b][:5]})"
+            )
+        sparse_a = [t for name, t in first.sparse.items() if (id(first), name) not in self.forward]
+        sparse_b = [t for name, t in second.sparse.items() if (id(second), name) not in self.backward]
+        if Counter(map(_sparse_key, sparse_a)) != Counter(map(_sparse_key, sparse_b)):
+            raise _Different(
+                f"{first.where}: unused sparse initializers differ ({len(sparse_a)} vs {len(sparse_b)}: "
+                f"{[t.values.name for t in sparse_a][:5]} vs {[t.values.name for t in sparse_b][:5]})"
             )
 
 
@@ -592,7 +607,7 @@ def _type_text(type_proto: Any) -> str:
         return "untyped"
     if which in ("tensor_type", "sparse_tensor_type"):
         tensor = getattr(type_proto, which)
-        elem = onnx.helper.tensor_dtype_to_string(tensor.elem_type) if tensor.elem_type else "?"
+        elem = _dtype_text(tensor.elem_type) if tensor.elem_type else "?"
         if not tensor.HasField("shape"):
             return f"{elem}[...]"
         dims = [
@@ -609,12 +624,25 @@ def _type_text(type_proto: Any) -> str:
     return which
 
 
+def _dtype_text(elem_type: int) -> str:
+    """``TensorProto.FLOAT``; a number no onnx release defines (a corrupt model) as itself."""
+    try:
+        return onnx.helper.tensor_dtype_to_string(elem_type)
+    except (KeyError, ValueError):
+        return f"element type {elem_type}"
+
+
 def _tensor_array(tensor: Any) -> np.ndarray:
     if tensor.data_type == onnx.TensorProto.STRING and tensor.data_location != onnx.TensorProto.EXTERNAL:
         strings = np.empty(len(tensor.string_data), dtype=object)
         strings[:] = list(tensor.string_data)  # raw bytes: not every string is UTF-8
         return strings
-    return numpy_helper.to_array(tensor)
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError, OSError, onnx.checker.ValidationError) as error:
+        # Data that does not match its shape or type, or is missing: as with a name nothing
+        # defines, a malformed proto is reported, not compared.
+        raise _Different(f"tensor {tensor.name!r}: its data cannot be read ({error})") from None
 
 
 def _tensor_key(tensor: Any) -> tuple[Any, ...]:
@@ -623,12 +651,15 @@ def _tensor_key(tensor: Any) -> tuple[Any, ...]:
     return (tensor.data_type, tuple(tensor.dims), payload)
 
 
+def _sparse_key(sparse: Any) -> tuple[Any, ...]:
+    return (_tensor_key(sparse.values), _tensor_key(sparse.indices), tuple(sparse.dims))
+
+
 def _compare_tensors(tensor_a: Any, tensor_b: Any, label: str, step: _Step | None) -> None:
     where = _Where(step, label)
     if tensor_a.data_type != tensor_b.data_type:
         raise _Different(
-            f"{where}: element type {onnx.helper.tensor_dtype_to_string(tensor_a.data_type)} vs "
-            f"{onnx.helper.tensor_dtype_to_string(tensor_b.data_type)}"
+            f"{where}: element type {_dtype_text(tensor_a.data_type)} vs {_dtype_text(tensor_b.data_type)}"
         )
     if list(tensor_a.dims) != list(tensor_b.dims):
         raise _Different(f"{where}: shape {list(tensor_a.dims)} vs {list(tensor_b.dims)}")

@@ -56,6 +56,8 @@ _RAW_DTYPES = {
 _TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data"}
 _UNSEEN: Any = object()
 _TINY_BYTES = 64  # attribute tensors serialized in at most this many bytes share their array
+_PLAIN_ATTRIBUTE_BYTES = 256  # serialized attributes up to this size are remembered (see _Reader.remember_plain)
+_PLAIN_KINDS = frozenset((1, 2, 4, 7))  # FLOAT, INT, TENSOR, INTS: what _Reader._nodes may remember
 _ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
 _LOAD_HINT = "check that the file is a complete ONNX model (re-export or re-download it)"
 
@@ -230,6 +232,9 @@ class _Reader:
         self.types: dict[bytes, ir.IRType | None] = {}
         # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
         self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]] = {}
+        # serialized AttributeProto (INT, INTS, FLOAT, tiny TENSOR) -> (name, kind, value,
+        # doc string); a TENSOR's value is its Tensor fields (see remember_plain())
+        self.plain_attributes: dict[bytes, tuple[str, ir.AttrKind, Any, str]] = {}
 
     # ------------------------------------------------------------------ functions
 
@@ -356,16 +361,19 @@ class _Reader:
         unresolved: list[tuple[ir.Node, list[str], Any]] = []
         subgraphs: list[tuple[ir.Attr, Any]] = []
         values = scope.values
-        get, setdefault = values.get, values.setdefault
+        setdefault = values.setdefault
+        get: Callable[[str], ir.Value | None] = values.get
+        if "" in values:  # (a malformed input named ""; "" as a node input means "omitted")
+            get = functools.partial(_bound_unless_omitted, values)
         Node, Value, Attr, INTS, TENSOR = ir.Node, ir.Value, ir.Attr, ir.AttrKind.INTS, ir.AttrKind.TENSOR
-        attribute, attribute_tensor = self.attribute, self.attribute_tensor
-        Tensor, tiny_tensors = ir.Tensor, self.tiny_tensors
-        INT, FLOAT = ir.AttrKind.INT, ir.AttrKind.FLOAT
+        attribute, plain_attributes, remember_plain = self.attribute, self.plain_attributes, self.remember_plain
+        Tensor = ir.Tensor
         functions = self.functions
         for node_proto in node_protos:
             domain = node_proto.domain
             names = node_proto.input[:]  # (slicing a repeated field beats iterating it)
-            inputs: list[ir.Value | None] = [get(name) if name else None for name in names]
+            # ("" is never bound, so an omitted input reads None like an unresolved one)
+            inputs: list[ir.Value | None] = list(map(get, names))
             node = Node(
                 node_proto.op_type, "" if domain == "ai.onnx" else domain, inputs, [], {},
                 node_proto.name, node_proto.overload, node_proto.doc_string,
@@ -387,22 +395,25 @@ class _Reader:
             if attribute_protos:
                 attrs = node.attributes
                 for attribute_proto in attribute_protos:
-                    name = attribute_proto.name
-                    type_number = attribute_proto.type
-                    if type_number == 7 and not attribute_proto.ref_attr_name:  # INTS, the most frequent
-                        attrs[name] = Attr(name, INTS, attribute_proto.ints[:], None, attribute_proto.doc_string)
-                    elif type_number == 4 and not attribute_proto.ref_attr_name:  # (ConstantOfShape, Constant)
-                        tensor_proto = attribute_proto.t
-                        key = tensor_proto.SerializeToString()
-                        seen = tiny_tensors.get(key)
-                        tensor = Tensor(*seen) if seen is not None else attribute_tensor(tensor_proto, key)
-                        attrs[name] = Attr(name, TENSOR, tensor, None, attribute_proto.doc_string)
-                    elif type_number == 2 and not attribute_proto.ref_attr_name:  # INT (group, axis)
-                        attrs[name] = Attr(name, INT, attribute_proto.i, None, attribute_proto.doc_string)
-                    elif type_number == 1 and not attribute_proto.ref_attr_name:  # FLOAT (epsilon, alpha)
-                        attrs[name] = Attr(name, FLOAT, attribute_proto.f, None, attribute_proto.doc_string)
+                    if attribute_proto.type in _PLAIN_KINDS:
+                        # Models repeat a few attribute values (Conv's pads, epsilon, the
+                        # ConstantOfShape value): the whole serialized attribute is the key,
+                        # so its name, kind, doc string and ref_attr_name are read once.
+                        key = attribute_proto.SerializeToString()
+                        seen_attribute = plain_attributes.get(key)
+                        if seen_attribute is not None:
+                            name, kind, attr_value, doc_string = seen_attribute
+                            if kind is INTS:
+                                attr_value = attr_value[:]  # (each node its own list)
+                            elif kind is TENSOR:
+                                attr_value = Tensor(*attr_value)  # (each node its own Tensor; the array is read-only)
+                            attrs[name] = Attr(name, kind, attr_value, None, doc_string)
+                            continue
+                        attr = attribute(attribute_proto, scope)
+                        remember_plain(key, attr)
                     else:
-                        attrs[name] = attribute(attribute_proto, scope, subgraphs)
+                        attr = attribute(attribute_proto, scope, subgraphs)
+                    attrs[attr.name] = attr
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
             made.append(node)
@@ -491,6 +502,20 @@ class _Reader:
             )
         return ir.Attr(proto.name, kind, value, None, proto.doc_string)
 
+    def remember_plain(self, key: bytes, attr: ir.Attr) -> None:
+        """Keep what :meth:`_nodes` needs to make ``attr`` again from its serialized ``key``:
+        small values only, and a tensor only when its array is the shared read-only one."""
+        if attr.ref_attr_name is not None or len(key) > _PLAIN_ATTRIBUTE_BYTES:
+            return
+        value = attr.value
+        if attr.kind == ir.AttrKind.TENSOR:
+            if value.array.flags.writeable:  # (not one of attribute_tensor()'s shared arrays)
+                return
+            value = (value.array, value.elem_type, value.name, value.doc_string)
+        elif attr.kind == ir.AttrKind.INTS:
+            value = list(value)  # (a private copy: the first node's list is its own)
+        self.plain_attributes[key] = (attr.name, attr.kind, value, attr.doc_string)
+
     def tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         data_type = proto.data_type
         fast_dtype = _RAW_DTYPES.get(data_type)
@@ -500,9 +525,8 @@ class _Reader:
             raw = proto.raw_data
             if raw or proto.HasField("raw_data"):
                 if len(raw) == fast_dtype.itemsize * math.prod(shape):
-                    array = np.frombuffer(raw, fast_dtype)  # a view of the bytes, no copy
-                    if len(shape) != 1:  # (1-D is already right)
-                        array = array.reshape(shape)
+                    # A read-only view of the bytes, no copy (frombuffer is quicker for 1-D).
+                    array = np.frombuffer(raw, fast_dtype) if len(shape) == 1 else np.ndarray(shape, fast_dtype, raw)
                     return ir.Tensor(array, data_type, proto.name, proto.doc_string)
             else:
                 field_name = _TYPED_FIELDS.get(data_type)
@@ -540,6 +564,7 @@ class _Reader:
     def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         """Strings, external data, packed and new element types: what numpy_helper knows."""
         from onnx import numpy_helper
+        from onnx.checker import ValidationError
 
         if proto.data_type == _STRING and proto.data_location != 1:
             # Text where it is UTF-8, bytes where it is not (numpy_helper would fail on those).
@@ -554,7 +579,7 @@ class _Reader:
             return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
         try:
             array = numpy_helper.to_array(proto)
-        except (ValueError, TypeError, KeyError, OSError) as error:
+        except (ValueError, TypeError, KeyError, OSError, ValidationError) as error:  # (Validation: external data)
             raise ModelLoadError(
                 f"{self.source}: tensor {proto.name!r} cannot be read ({error})",
                 hint="its data is missing or does not match its shape and type; the file may be truncated",
@@ -618,6 +643,10 @@ def _text(raw: bytes) -> str | bytes:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw
+
+
+def _bound_unless_omitted(values: dict[str, ir.Value], name: str) -> ir.Value | None:
+    return values.get(name) if name else None
 
 
 def _describe_node(proto: Any) -> str:

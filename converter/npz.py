@@ -21,6 +21,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from converter.in_place import overwritten
+
 __all__ = ["write_npz"]
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # signature .. extra length (30 bytes)
@@ -75,10 +77,7 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) ->
         return
     central: list[bytes] = []
     offset = 0
-    # Overwritten in place and cut to length after, rather than truncated first: freeing an
-    # existing file's blocks and allocating them again costs ~0.15 ms (re-converting a model).
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
-    with open(descriptor, "wb") as stream:
+    with overwritten(path) as stream:  # (in place: re-converting a model rewrites the same file)
         write = stream.write
         for name, header, array in members:
             data = array.reshape(-1).view(np.uint8).data  # a memoryview: the buffer, not a copy
@@ -99,7 +98,6 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) ->
         directory = b"".join(central)
         write(directory)
         write(_END_RECORD.pack(b"PK\x05\x06", 0, 0, len(members), len(members), len(directory), offset, 0))
-        stream.truncate()  # (at the end just written: drops what a longer old file had there)
 
 
 def _npy_header(array: np.ndarray) -> bytes:

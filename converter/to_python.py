@@ -50,6 +50,7 @@ import keyword
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +58,7 @@ import numpy as np
 
 from converter.npz import write_npz
 from dsl import ir, types
-from dsl.errors import ConversionError
+from dsl.errors import ConversionError, ModelLoadError
 
 __all__ = ["model_to_python", "function_to_python", "save_weights", "INLINE_LIMIT"]
 
@@ -87,6 +88,15 @@ _MODULE_NAMES = {"np", "ml_dtypes", "op", "script", "graph", "Opset", "initializ
                  "sparse_initializer", "load_weights", "weights", "Sequence", "Optional", "_"}
 _RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) \
     | frozenset(types.ELEMENT_TYPES) | _MODULE_NAMES
+
+
+def _python_keeps(name: str) -> bool:
+    """Whether ``name`` can be written as a keyword argument or attribute and read back as
+    itself: an identifier, not a keyword, and (for non-ASCII) one Python's NFKC
+    normalisation of identifiers leaves alone (``\ufb01`` would become ``fi``)."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return False
+    return name.isascii() or unicodedata.normalize("NFKC", name) == name
 
 
 def _identifier(name: str, fallback: str) -> str:
@@ -131,7 +141,14 @@ class _Names:
         self.counters: dict[str, int] = {}
 
     def fresh(self, wanted: str, fallback: str = "v") -> str:
-        base = wanted if wanted.isidentifier() and wanted.isascii() else _cleaned(wanted, fallback)
+        if wanted.isidentifier() and wanted.isascii():
+            base = wanted
+        else:
+            # Exporters' "gpu_0/conv1_w_0" (what _cleaned() makes of it, without the call)
+            base = wanted.replace("/", "_")
+            if not (base.isidentifier() and base.isascii() and base[0] != "_" and base[-1] != "_"
+                    and "__" not in base):
+                base = _cleaned(wanted, fallback)
         taken = self.taken
         if base not in taken:  # (taken holds _RESERVED: every namespace starts from it)
             taken.add(base)
@@ -163,7 +180,7 @@ class _Module:
     uses_sparse_tensor: bool = False
     weight_lines: list[str] = field(default_factory=list)
     large_arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    initializer_names: dict[int, str] = field(default_factory=dict)  # id(Value) -> global name
+    initializer_names: dict[ir.Value, str] = field(default_factory=dict)  # Value (hashed by identity) -> global name
     function_names: dict[int, str] = field(default_factory=dict)  # id(ir.Function) -> python name
     sparse_names: dict[str, str] = field(default_factory=dict)  # sparse initializer -> global name
     literal_cache: dict[Any, str] = field(default_factory=dict)  # (dtype, shape, bytes) -> np.array text
@@ -244,17 +261,19 @@ def _model_to_python(
     blocks: list[str] = []
     for function in functions:
         blocks.append(_write_function(function, module, opset_imports))
+    model_options = ""
     if main is not None:
         blocks.append(
             _write_main(main, main_name, module, opset_imports, initializer_inputs == "keep", has_loops, has_subgraphs)
         )
         if isinstance(model, ir.Model):
-            blocks[-1] += _model_options(model, main_name)
+            model_options = _model_options(model, main_name)
 
     header = _header(module, doc, model if isinstance(model, ir.Model) else None)
     if module.large_arrays and weights_path is not None:
         save_weights(weights_path, module.large_arrays)
-    return header + "\n\n\n".join(blocks) + "\n"
+    # One join: the source is ~250 bytes a node, and each "a + b" would copy all of it.
+    return "".join([header, "\n\n\n".join(blocks), model_options, "\n"])
 
 
 def save_weights(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
@@ -290,7 +309,7 @@ def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
         lines += [_docstring(doc, ""), ""]
     elif model is not None and model.producer_name:
         producer = f"{model.producer_name} {model.producer_version}".strip()
-        lines += [f'"""Model produced by {producer}."""'.replace('\\', '\\\\'), ""]
+        lines += [_docstring(f"Model produced by {producer}.", ""), ""]
     if module.uses_np or module.weight_lines:
         lines.append("import numpy as np")
     if module.uses_ml_dtypes:
@@ -305,6 +324,7 @@ def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
     lines.append(f"from dsl import {', '.join(sorted(names))}")
     for (domain, version), alias in sorted(module.opset_aliases.items()):
         if domain == "":
+            _check_default_opset(version)
             lines.append(f"from dsl import opset{version} as {alias}")
     weight_helpers: set[str] = set()
     declarations = "\n".join(module.weight_lines)  # (one search, not one a line: neither text holds "\n")
@@ -322,15 +342,37 @@ def _header(module: _Module, doc: str, model: ir.Model | None) -> str:
     if custom or module.weight_lines:
         lines.append("")
     for alias, domain, version in custom:
-        lines.append(f"{alias} = Opset({domain!r}, {version})")
+        lines.append(f"{alias} = Opset({_utf8(domain, 'opset domain')!r}, {version})")
     if module.large_arrays and module.weights_file:
         lines.append(f"weights = load_weights(__file__, {module.weights_file!r})")
     lines.extend(module.weight_lines)
     return "\n".join(lines) + "\n\n\n"
 
 
+_CLOSING_QUOTE = re.compile(r'"(?="|$)')
+
+
+def _check_default_opset(version: int) -> None:
+    """Refuse an ai.onnx version that ``from dsl import opsetN`` cannot give (0, negative, newer
+    than the installed onnx): the written file would not import."""
+    import dsl
+
+    if version < 1 or not hasattr(dsl, f"opset{version}"):
+        raise ConversionError(
+            f"the model imports ai.onnx version {version}, which the installed onnx does not define",
+            hint="set the model's ai.onnx opset_import to a released version (onnx.version_converter "
+            "converts between versions)",
+        )
+
+
 def _docstring(text: str, indent: str) -> str:
-    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"').strip()
+    """A docstring literal of ``text``: the text is the model's, so nothing in it may end the
+    literal early (a quote, a backslash) or make the file unreadable (NUL, lone surrogates)."""
+    text = text.strip().replace("\\", "\\\\").replace("\r", "\\r").replace("\0", "\\x00")
+    if '"' in text:  # a quote before another or at the end could close the literal
+        text = _CLOSING_QUOTE.sub('\\\\"', text)
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return f'{indent}"""{text}\n{indent}"""' if "\n" in text else f'{indent}"""{text}"""'
 
 
@@ -363,20 +405,34 @@ def _declare_initializers(graph: ir.Graph, module: _Module, keep_inputs: bool) -
     initializer_names = module.initializer_names
     fresh = module.globals.fresh
     weight_lines = module.weight_lines
+    literal_cache = module.literal_cache
+    # (what _array_text() does first for a weights-file array and for a repeated small
+    # one, written out: models have hundreds of initializers)
+    inline_limit = module.inline_limit if module.weights_file else math.inf
+    large_arrays = module.large_arrays
     while stack:
         current = stack.pop()
         local = ", local=True" if current is not graph else ""
         sparse_initializers = current.sparse_initializers
         for value in current.initializers:
-            key = id(value)
-            if key in initializer_names:
+            if value in initializer_names:
                 continue
             onnx_name = value.name
             name = fresh(onnx_name, "weight")
-            initializer_names[key] = name
+            initializer_names[value] = name
             tensor = value.initializer
             assert tensor is not None
-            array_text = _array_text(tensor.array, module, name)
+            array = tensor.array
+            size = array.size
+            dtype = array.dtype
+            array_text: str | None
+            if size > inline_limit and dtype.kind != "O":
+                large_arrays[name] = array
+                array_text = f"weights[{name!r}]"
+            else:
+                array_text = literal_cache.get((dtype, array.shape, array.tobytes())) if size <= 64 else None
+                if array_text is None:
+                    array_text = _array_text(array, module, name)
             if not sparse_initializers:
                 weight_lines.append(f"{name} = initializer({array_text}, name={onnx_name!r}{local})")
                 continue
@@ -425,7 +481,7 @@ class _Writer:
     def __init__(self, module: _Module, opset_imports: dict[str, int], main_version: int | None) -> None:
         self.module = module
         self.names = _Names(module.globals.taken)
-        self.value_names: dict[int, str] = dict(module.initializer_names)
+        self.value_names: dict[ir.Value, str] = dict(module.initializer_names)  # (Values hash by identity)
         self.attr_param_names: dict[str, str] = {}
         self.graph_names: dict[int, str] = {}
         self.op_texts: dict[tuple[str, str], str] = {}  # (domain, op_type) -> "op.Relu"
@@ -438,13 +494,13 @@ class _Writer:
         self.has_subgraphs = True  # False: no node has a graph attribute (known for the main graph)
 
     def name_of(self, value: ir.Value) -> str:
-        name = self.value_names.get(id(value))
+        name = self.value_names.get(value)
         if name is None:
             if value.producer is None and value.initializer is None and value.name in self.module.sparse_names:
                 name = self.module.sparse_names[value.name]
             else:
                 name = self.names.fresh(value.name)
-            self.value_names[id(value)] = name
+            self.value_names[value] = name
         return name
 
     def new_global(self, wanted: str, fallback: str) -> str:
@@ -478,98 +534,119 @@ class _Writer:
     def graph_body(self, graph: ir.Graph, indent: str) -> None:
         if self.loop_plans is None:  # the function's own graph: plan its loops, nested ones included
             self.loop_plans, self.absorbed = _plan_loops(graph)
-        lines = self.lines
-        write_node = self.node
-        for node in graph.nodes:
-            write_node(node, indent)
+        self.nodes(graph.nodes, indent)
         returned = ", ".join(self.name_of(v) for v in graph.outputs)
-        lines.append(f"{indent}return {returned}")
+        self.lines.append(f"{indent}return {returned}")
 
-    def node(self, node: ir.Node, indent: str) -> None:
-        attrs = node.attributes
-        op_type = node.op_type
-        if op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
-            return
-        if self.absorbed and id(node) in self.absorbed:
-            return  # written by the structured loop that uses it
-        if op_type == "Loop" and self.loop_plans and self.structured_loop(node, indent):
-            return
-        if attrs and self.has_subgraphs:
-            for attr in attrs.values():
-                if attr.kind in _GRAPH_KINDS and attr.ref_attr_name is None:
-                    self.subgraphs(attr, indent)
-        outputs = node.outputs
-        if len(outputs) == 1 and outputs[0].name:  # the usual case
-            target = outputs[0]
-            targets = self.value_names.get(id(target))
-            if targets is None:
-                if target.producer is None:
-                    targets = self.name_of(target)
-                else:  # (name_of(target), written out)
-                    targets = self.value_names[id(target)] = self.names.fresh(target.name)
-        else:
-            while outputs and not outputs[-1].name:
-                outputs = outputs[:-1]
-            if not outputs:
-                raise ConversionError(f"node {op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
-            if len(outputs) == 1:  # (its unnamed trailing outputs dropped)
-                targets = self.name_of(outputs[0])
-            else:
-                targets = ", ".join([self.define(v) for v in outputs])
-        inputs = node.inputs
-        if not attrs and node.callee is None and node.domain == "" and None not in inputs:
-            symbol = _BINARY.get(node.op_type)
-            if symbol is not None and len(inputs) == 2 and len(outputs) == 1:
-                left = self.name_of(inputs[0])  # type: ignore[arg-type]
-                right = self.name_of(inputs[1])  # type: ignore[arg-type]
-                self.lines.append(f"{indent}{targets} = {left} {symbol} {right}")
-                return
-            symbol = _UNARY.get(node.op_type)
-            if symbol is not None and len(inputs) == 1 and len(outputs) == 1:
-                self.lines.append(f"{indent}{targets} = {symbol}{self.name_of(inputs[0])}")  # type: ignore[arg-type]
-                return
-        if node.callee is not None:
-            callee_name = self.module.function_names.get(id(node.callee))
-            if callee_name is None:
-                raise ConversionError(f"node {node.op_type} calls a function that is not part of the model")
-            callable_text: str | None = callee_name
-        else:
-            callable_text = self.op_texts.get((node.domain, node.op_type))
-            if callable_text is None:
-                if not node.op_type.isidentifier():
-                    raise ConversionError(
-                        f"op type {node.op_type!r} is not a Python identifier, so it cannot be written as "
-                        f"op.{node.op_type}"
-                    )
-                callable_text = f"{self.opset(node.domain)}.{node.op_type}"
-                self.op_texts[(node.domain, node.op_type)] = callable_text
-        name_of, known = self.name_of, self.value_names.get  # (known names: no method call)
+    def nodes(self, nodes: list[ir.Node], indent: str) -> None:
+        """One statement per node (a structured If or Loop: several).
+
+        Models have thousands of nodes and most are one op call with a few plain
+        attributes, so what every node needs is looked up once here, not once per node.
+        """
+        lines = self.lines
+        value_names = self.value_names
+        known, name_of, fresh = value_names.get, self.name_of, self.names.fresh
         inline_texts, float_texts = self.module.inline_texts, self.module.float_texts
-        arguments = ["None" if v is None else known(id(v)) or name_of(v) for v in inputs]
-        for attr in attrs.values():
-            attr_name = attr.name
-            if attr_name not in self.keyword_names:
-                if not attr_name.isidentifier() or keyword.iskeyword(attr_name):
-                    raise ConversionError(f"attribute name {attr_name!r} of {node.op_type} is not a Python identifier")
-                self.keyword_names.add(attr_name)
-            value = attr.value
-            kind = attr.kind
-            if kind == _INTS and type(value) is list and attr.ref_attr_name is None:
-                arguments.append(f"{attr_name}={value!r}")  # the most frequent case, as attribute() writes it
-            elif kind == _TENSOR and attr.ref_attr_name is None:  # (ConstantOfShape's value, Constant)
-                cached = inline_texts.get(id(value.array))  # (as tensor() looks it up, without the call)
-                if cached is not None and cached[0] is value.array:
-                    arguments.append(f"{attr_name}={cached[1]}")
-                else:
-                    arguments.append(f"{attr_name}={self.tensor(value)}")
-            elif kind == _FLOAT and attr.ref_attr_name is None and value in float_texts:  # (epsilon, alpha)
-                arguments.append(f"{attr_name}={float_texts[value]}")  # (what attribute() returns for it)
-            elif (kind == _INT and attr.ref_attr_name is None
-                  and not ((op_type, attr_name) in _ELEMENT_TYPE_ATTRIBUTES and node.domain == "")):
-                arguments.append(f"{attr_name}={value!r}")  # (as attribute() writes a plain INT)
+        op_texts, keyword_names = self.op_texts, self.keyword_names
+        has_subgraphs = self.has_subgraphs
+        for node in nodes:
+            attrs = node.attributes
+            op_type = node.op_type
+            if has_subgraphs:  # (else no If, no Loop with a body, nothing absorbed)
+                if op_type == "If" and node.domain == "" and node.callee is None and self.structured_if(node, indent):
+                    continue
+                if self.absorbed and id(node) in self.absorbed:
+                    continue  # written by the structured loop that uses it
+                if op_type == "Loop" and self.loop_plans and self.structured_loop(node, indent):
+                    continue
+                for attr in attrs.values():
+                    if attr.kind in _GRAPH_KINDS and attr.ref_attr_name is None:
+                        self.subgraphs(attr, indent)
+            outputs = node.outputs
+            targets: str | None
+            if len(outputs) == 1 and outputs[0].name:  # the usual case
+                target = outputs[0]
+                targets = known(target)
+                if targets is None:
+                    if target.producer is None:
+                        targets = name_of(target)
+                    else:  # (name_of(target), written out)
+                        targets = value_names[target] = fresh(target.name)
             else:
-                arguments.append(f"{attr_name}={self.attribute(attr, op_type, node.domain)}")
-        self.lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")
+                targets = self.targets(node)
+            inputs = node.inputs
+            domain = node.domain
+            callee = node.callee
+            if not attrs and callee is None and domain == "" and len(outputs) == 1 and None not in inputs:
+                symbol = _BINARY.get(op_type)
+                if symbol is not None and len(inputs) == 2:
+                    lines.append(f"{indent}{targets} = {name_of(inputs[0])} {symbol} {name_of(inputs[1])}")  # type: ignore[arg-type]
+                    continue
+                symbol = _UNARY.get(op_type)
+                if symbol is not None and len(inputs) == 1:
+                    lines.append(f"{indent}{targets} = {symbol}{name_of(inputs[0])}")  # type: ignore[arg-type]
+                    continue
+            if callee is not None:
+                callable_text: str | None = self.module.function_names.get(id(callee))
+                if callable_text is None:
+                    raise ConversionError(f"node {op_type} calls a function that is not part of the model")
+            else:
+                callable_text = op_texts.get((domain, op_type))
+                if callable_text is None:
+                    if not _python_keeps(op_type):
+                        raise ConversionError(
+                            f"op type {op_type!r} is not a Python identifier (or is a keyword, or a name Python "
+                            f"normalises to another), so it cannot be written as op.{op_type}"
+                        )
+                    callable_text = op_texts[(domain, op_type)] = f"{self.opset(domain)}.{op_type}"
+            # Inputs are mostly named already: look them all up at once, then name the rest
+            # (and write the omitted ones, None, as None).
+            arguments: list[str | None] = list(map(known, inputs))  # type: ignore[arg-type]
+            if None in arguments:
+                for index, argument in enumerate(arguments):
+                    if argument is None:
+                        value = inputs[index]
+                        arguments[index] = "None" if value is None else name_of(value)
+            for attr in attrs.values():
+                attr_name = attr.name
+                if attr_name not in keyword_names:
+                    if not _python_keeps(attr_name):
+                        raise ConversionError(
+                            f"attribute name {attr_name!r} of {op_type} is not a Python identifier (or is a "
+                            "keyword, or a name Python normalises to another), so it cannot be a keyword argument"
+                        )
+                    keyword_names.add(attr_name)
+                value = attr.value
+                kind = attr.kind
+                if attr.ref_attr_name is not None:
+                    arguments.append(f"{attr_name}={self.attribute(attr, op_type, domain)}")
+                elif kind == _INTS and type(value) is list:
+                    arguments.append(f"{attr_name}={value!r}")  # the most frequent case, as attribute() writes it
+                elif kind == _TENSOR:  # (ConstantOfShape's value, Constant)
+                    cached = inline_texts.get(id(value.array))  # (as tensor() looks it up, without the call)
+                    if cached is not None and cached[0] is value.array:
+                        arguments.append(f"{attr_name}={cached[1]}")
+                    else:
+                        arguments.append(f"{attr_name}={self.tensor(value)}")
+                elif kind == _FLOAT and value in float_texts:  # (epsilon, alpha)
+                    arguments.append(f"{attr_name}={float_texts[value]}")  # (what attribute() returns for it)
+                elif kind == _INT and not ((op_type, attr_name) in _ELEMENT_TYPE_ATTRIBUTES and domain == ""):
+                    arguments.append(f"{attr_name}={value!r}")  # (as attribute() writes a plain INT)
+                else:
+                    arguments.append(f"{attr_name}={self.attribute(attr, op_type, domain)}")
+            lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")  # type: ignore[arg-type]
+
+    def targets(self, node: ir.Node) -> str:
+        """The left-hand side for a node with several (or unnamed) outputs."""
+        outputs = node.outputs
+        while outputs and not outputs[-1].name:
+            outputs = outputs[:-1]
+        if not outputs:
+            raise ConversionError(f"node {node.op_type} {node.name!r} has no outputs; Python cannot call it for nothing")
+        if len(outputs) == 1:  # (its unnamed trailing outputs dropped)
+            return self.name_of(outputs[0])
+        return ", ".join([self.define(v) for v in outputs])
 
     def structured_loop(self, node: ir.Node, indent: str) -> bool:
         """Write ``node`` as a ``for``/``while`` loop when :func:`_plan_loop` found the form
@@ -594,7 +671,7 @@ class _Writer:
         names = [self.define(v) for v in node.outputs]
         for name, initial, formal in zip(names, node.inputs[2:], body.inputs[2:]):
             lines.append(f"{indent}{name} = {self.name_of(initial)}")  # type: ignore[arg-type]
-            self.value_names[id(formal)] = name
+            self.value_names[formal] = name
         condition_name = ""
         if plan.form == "while":
             assert plan.condition is not None
@@ -608,8 +685,7 @@ class _Writer:
             if plan.condition is not None:
                 lines.append(f"{inner}if not {self.name_of(plan.condition)}:")
                 lines.append(f"{inner}    break")
-        for inner_node in body.nodes:
-            self.node(inner_node, inner)
+        self.nodes(body.nodes, inner)
         for name, final in zip(names, body.outputs[1:]):
             lines.append(f"{inner}{name} = {self.name_of(final)}")
         if plan.form == "while":
@@ -634,6 +710,8 @@ class _Writer:
             return False
         if then_attr.ref_attr_name is not None or else_attr.ref_attr_name is not None:
             return False
+        if not isinstance(then_attr.value, ir.Graph) or not isinstance(else_attr.value, ir.Graph):
+            return False  # (a malformed If: a branch of another kind, which op.If reports)
         condition = node.inputs[0] if len(node.inputs) == 1 else None
         if condition is None or not node.outputs or any(not v.name for v in node.outputs):
             return False
@@ -650,20 +728,18 @@ class _Writer:
         order = [positions[id(v)] for v in then_branch.outputs]
         aliases = order != sorted(order) or len(set(order)) != len(order)
         for value, name in zip(else_branch.outputs, names):
-            self.value_names[id(value)] = name
+            self.value_names[value] = name
         if not aliases:
             for value, name in zip(then_branch.outputs, names):
-                self.value_names[id(value)] = name
+                self.value_names[value] = name
         inner = indent + "    "
         self.lines.append(f"{indent}if {self.name_of(condition)}:")
-        for inner_node in then_branch.nodes:
-            self.node(inner_node, inner)
+        self.nodes(then_branch.nodes, inner)
         if aliases:
             for value, name in zip(then_branch.outputs, names):
                 self.lines.append(f"{inner}{name} = {self.name_of(value)}")
         self.lines.append(f"{indent}else:")
-        for inner_node in else_branch.nodes:
-            self.node(inner_node, inner)
+        self.nodes(else_branch.nodes, inner)
         return True
 
     def subgraphs(self, attr: ir.Attr, indent: str) -> None:
@@ -695,7 +771,11 @@ class _Writer:
         if attr.ref_attr_name is not None:
             name = self.attr_param_names.get(attr.ref_attr_name)
             if name is None:
-                raise ConversionError(f"attribute {attr.name} refers to {attr.ref_attr_name!r}, which is not a parameter")
+                raise ConversionError(
+                    f"attribute {attr.name} refers to {attr.ref_attr_name!r}, which is not a parameter",
+                    hint="only attributes inside a model-local function may refer to (ref_attr_name) an attribute "
+                    "parameter of that function; elsewhere the attribute needs a value",
+                )
             return name
         K = ir.AttrKind
         value = attr.value
@@ -1132,12 +1212,22 @@ def _write_function(function: ir.Function, module: _Module, model_imports: dict[
     main_version = model_imports.get("", imports.get(""))
     writer = _Writer(module, imports, main_version)
     python_name = module.function_names[id(function)]
+    # Attribute parameters keep their names (callers pass them by name); inputs, named
+    # after them, give way.
+    for param in function.attr_params:
+        name = writer.names.fresh(param.name, "attr")
+        if name != param.name:
+            raise ConversionError(
+                f"attribute parameter {param.name!r} of function {function.name} cannot be a Python parameter "
+                f"of that name (it is not an identifier, or the generated code needs the name itself)",
+                hint="rename the attribute (in the function and at its calls) with onnx before converting",
+            )
+        writer.attr_param_names[param.name] = name
     params = [writer.parameter(v) for v in function.inputs]
     plain: list[str] = []
     with_default: list[str] = []
     for param in function.attr_params:
-        name = writer.names.fresh(param.name, "attr")
-        writer.attr_param_names[param.name] = name
+        name = writer.attr_param_names[param.name]
         if param.kind == ir.AttrKind.UNDEFINED:
             annotation = "int"  # never referenced, no default: the proto records only the name
         elif param.kind in _ATTR_ANNOTATIONS:
@@ -1158,9 +1248,9 @@ def _write_function(function: ir.Function, module: _Module, model_imports: dict[
     decorator_args = []
     if op_alias is not None:
         decorator_args.append(op_alias)
-    decorator_args.append(f"domain={function.domain!r}")
+    decorator_args.append(f"domain={_utf8(function.domain, 'function domain')!r}")
     if python_name != function.name:
-        decorator_args.append(f"name={function.name!r}")
+        decorator_args.append(f"name={_utf8(function.name, 'function name')!r}")
     header = [f"@script({', '.join(decorator_args)})", _def_line("", python_name, params + plain + with_default, "")]
     if function.doc_string:
         header.append(_docstring(function.doc_string, body_indent))
@@ -1176,26 +1266,34 @@ def _write_main(
     if not has_loops:
         writer.loop_plans, writer.absorbed = {}, set()
     writer.has_subgraphs = has_subgraphs
-    initializer_ids = {id(v) for v in graph.initializers}
+    initializer_names = module.initializer_names  # (each initializer of graph and subgraphs)
     value_names = writer.value_names
+    type_texts = module.type_texts
     params: list[str] = []
     defaults_started = False
     for value in graph.inputs:
-        if id(value) in initializer_ids:
+        if value.initializer is not None:
+            global_name = initializer_names.get(value)
+        elif value.producer is None and value.name in module.sparse_names:  # (a sparse weight behind it)
+            global_name = module.sparse_names[value.name]
+        else:
+            global_name = None
+        if global_name is not None:
             if not keep_inputs:
                 continue  # written as a plain initializer: the body reads the module-level name
             defaults_started = True
             # ``w: FLOAT[3] = w``: the default is the module-level Initializer of that name
             # (writer.parameter(value, global_name), written out: models have hundreds).
-            global_name = module.initializer_names[id(value)]
-            annotation = _type_text(value.type, module)
-            name = value_names.get(id(value)) or writer.name_of(value)
+            value_type = value.type
+            cached = type_texts.get(id(value_type))
+            annotation = cached[1] if cached is not None and cached[0] is value_type else _type_text(value_type, module)
+            name = value_names.get(value) or writer.name_of(value)
             params.append(f"{name}: {annotation} = {global_name}" if annotation else f"{name}={global_name}")
         else:
             if defaults_started and "*" not in params:
                 # A plain input after an overridable weight: keyword-only keeps the order.
                 params.append("*")
-            writer.value_names.pop(id(value), None)
+            writer.value_names.pop(value, None)
             params.append(writer.parameter(value))
     writer.graph_body(graph, "    ")
     returns = _return_annotation(graph.outputs, module)
@@ -1219,21 +1317,37 @@ def _model_options(model: ir.Model, function_name: str) -> str:
         options["metadata_props"] = dict(model.metadata_props)
     if not options:
         return ""
-    items = "".join(f"    {key!r}: {value!r},\n" for key, value in options.items())
+    items = "".join(f"    {key!r}: {_utf8(value, key)!r},\n" for key, value in options.items())
     return (
         "\n\n\n# Fields of the original model; `onnxquill compile` passes them to to_model_proto().\n"
         f"{function_name}.model_options = {{\n{items}}}"
     )
 
 
+def _utf8(text: Any, what: str) -> Any:
+    """``text``, refused where a corrupt file holds bytes that are not UTF-8 (proto2 parsing
+    hands those out as bytes; written as a bytes literal, the file would not compile back).
+    Dicts (metadata_props) are checked key by key."""
+    if isinstance(text, dict):
+        for key, value in text.items():
+            _utf8(key, what)
+            _utf8(value, what)
+    elif isinstance(text, bytes):
+        raise ModelLoadError(
+            f"the model's {what} is not UTF-8 text: {text!r}",
+            hint="the file is corrupt (ONNX text fields are UTF-8); re-export or re-download it",
+        )
+    return text
+
+
 def _def_line(indent: str, name: str, params: list[str], returns: str) -> str:
     """``def name(params) -> T:`` on one line, or one parameter a line when that is long."""
-    line = f"{indent}def {name}({', '.join(params)}){returns}:"
-    if len(line) <= 120 or not params:
-        return line
+    one_line_length = len(indent) + len(name) + sum(map(len, params)) + 2 * len(params) + len(returns) + 5
+    if one_line_length <= 120 or not params:
+        return f"{indent}def {name}({', '.join(params)}){returns}:"
     inner = indent + "    "
-    listed = "".join(f"{inner}{param},\n" for param in params)  # "*" keeps its place too
-    return f"{indent}def {name}(\n{listed}{indent}){returns}:"
+    listed = inner + f",\n{inner}".join(params)  # "*" keeps its place too
+    return f"{indent}def {name}(\n{listed},\n{indent}){returns}:"
 
 
 def _return_annotation(outputs: list[ir.Value], module: _Module) -> str:
@@ -1265,6 +1379,11 @@ def _type_text(ir_type: Any, module: _Module) -> str:
             text = name
         else:
             text = f"{name}[{', '.join('None' if d is None else repr(d) for d in ir_type.shape)}]"
+            if any(type(d) is int and d < 0 for d in ir_type.shape):
+                raise ConversionError(
+                    f"the type {text} has a negative dimension",
+                    hint="ONNX dimensions are sizes (>= 0); clear that dim_value (an unknown size) in the model",
+                )
         module.type_texts[id(ir_type)] = (ir_type, text)
         return text
     if isinstance(ir_type, (ir.SequenceType, ir.OptionalType)):

@@ -23,6 +23,7 @@ __all__ = [
     "UnsupportedSyntaxError",
     "DslNameError",
     "DslTypeError",
+    "AnnotationError",
     "UnknownOpError",
     "OpCallError",
     "OpAttributeError",
@@ -107,6 +108,13 @@ class DslTypeError(DslError):
     """A value of the wrong type: a tensor where an attribute is needed, a bad annotation..."""
 
 
+class AnnotationError(DslTypeError, TypeError):
+    """A malformed type annotation such as ``FLOAT[-1]``.
+
+    Also a ``TypeError``, which is what subscripting a type wrongly raises in Python.
+    """
+
+
 class UnknownOpError(DslError, AttributeError):
     """An operator no schema defines for that domain and version.
 
@@ -146,3 +154,8 @@ class EagerError(DslError):
 
 class ConversionError(DslError):
     """A model a back end cannot express (e.g. a construct with no Python spelling)."""
+
+    default_hint = (
+        "the model uses something this back end cannot write; run onnx.checker.check_model on it, "
+        "and rename or rewrite that part with onnx before converting"
+    )

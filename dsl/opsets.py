@@ -318,6 +318,7 @@ class Op:
                     f"attribute {name} of {self.name} is {expected.name}, but "
                     f"{value.ref_attr_name or value.name!r} is {value.kind.name}",
                     location,
+                    hint=f"pass a {expected.name} value, or an attribute parameter annotated as one",
                 )
             value.name = name
             return value
@@ -542,7 +543,7 @@ def python_to_attr(name: str, value: Any, kind: ir.AttrKind | None, location: An
         raise OpAttributeError(
             f"attribute {name} must be {_KIND_WORDS[kind]}, got {_describe(value)}",
             location,
-            hint=_KIND_HINTS.get(kind, ""),
+            hint=_KIND_HINTS.get(kind) or f"pass {_KIND_WORDS[kind]}",
         )
     return ir.Attr(name, kind, converted, location=location)
 

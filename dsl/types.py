@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dsl.errors import AnnotationError
 from dsl.ir import OptionalType, SequenceType, TensorType
 
 __all__ = [
@@ -51,9 +52,10 @@ class ElementType:
             if dim is None or isinstance(dim, str) or (isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0):
                 shape.append(dim)
             else:
-                raise TypeError(
+                raise AnnotationError(
                     f"{self.name}[...]: each dimension must be a non-negative int, a str (a named "
-                    f"dimension) or None, not {dim!r}; write {self.name}[...] for any rank"
+                    f"dimension) or None, not {dim!r}",
+                    hint=f"write {self.name}[...] for any rank, None for a dimension of unknown size",
                 )
         return TensorType(self.enum, tuple(shape))
 

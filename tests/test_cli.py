@@ -40,3 +40,23 @@ def test_to_python_prints_source_that_names_the_op(tmp_path: Path, capsys: pytes
 def test_missing_file_is_a_located_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["to-python", str(tmp_path / "absent.onnx")]) == 2
     assert "absent.onnx" in capsys.readouterr().err
+
+
+def test_to_python_output_writes_source_and_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    weight = helper.make_tensor("w", onnx.TensorProto.FLOAT, [32], list(range(32)))
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "shift",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [32])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [32])],
+        initializer=[weight],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "shift.onnx")
+    output = tmp_path / "shift.py"
+    for _ in range(2):  # the second run rewrites both files in place
+        assert main(["to-python", str(tmp_path / "shift.onnx"), "-o", str(output)]) == 0
+        assert capsys.readouterr().out == f"wrote {output} (weights: {tmp_path / 'shift.npz'})\n"
+    assert "load_weights(__file__, 'shift.npz')" in output.read_text()
+    relu = _relu_model(tmp_path / "relu.onnx")
+    assert main(["to-python", relu, "-o", str(output)]) == 0
+    assert capsys.readouterr().out == f"wrote {output}\n"  # nothing large: no weights file named
+    assert "load_weights" not in output.read_text()

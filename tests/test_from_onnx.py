@@ -343,3 +343,60 @@ def test_equal_tiny_attribute_tensors_share_one_read_only_array() -> None:
     np.testing.assert_array_equal(first.array, numpy_helper.to_array(value))
     np.testing.assert_array_equal(third.array, numpy_helper.to_array(other))
     assert first.array.dtype == np.float32 and third.array.dtype == np.int64
+
+
+def test_repeated_attributes_are_read_once_but_owned_by_each_node() -> None:
+    value = helper.make_tensor("", TensorProto.FLOAT, [1], [0.5])
+
+    def conv(output: str, **extra: object) -> onnx.NodeProto:
+        return helper.make_node("Conv", ["x", "w"], [output], pads=[1, 1, 1, 1], strides=[1, 1], group=1, **extra)
+
+    documented = conv("d")
+    next(a for a in documented.attribute if a.name == "pads").doc_string = "padded"
+    nodes = [
+        conv("a"), conv("b"), documented,
+        helper.make_node("LeakyRelu", ["a"], ["e"], alpha=0.25),
+        helper.make_node("LeakyRelu", ["b"], ["f"], alpha=0.25),
+        helper.make_node("ConstantOfShape", ["shape"], ["g"], value=value),
+        helper.make_node("ConstantOfShape", ["shape"], ["h"], value=value),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 3, 3]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "defgh"],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = model_from_proto(proto)
+    for node, node_proto in zip(model.graph.nodes, proto.graph.node):
+        assert list(node.attributes) == [a.name for a in node_proto.attribute]
+        for attribute_proto in node_proto.attribute:
+            attr = node.attributes[attribute_proto.name]
+            assert attr.kind == attribute_proto.type and attr.doc_string == attribute_proto.doc_string
+            expected = helper.get_attribute_value(attribute_proto)
+            if isinstance(expected, TensorProto):
+                np.testing.assert_array_equal(attr.value.array, numpy_helper.to_array(expected))
+            else:
+                assert attr.value == pytest.approx(expected)
+    first, second, third = (node.attributes["pads"] for node in model.graph.nodes[:3])
+    assert first is not second and first.value is not second.value
+    first.value[0] = 7  # a user editing one node's attribute edits that node only
+    assert second.value == [1, 1, 1, 1] and third.value == [1, 1, 1, 1] and third.doc_string == "padded"
+    again = model_from_proto(proto)  # and nothing is remembered from one conversion to the next
+    assert again.graph.nodes[0].attributes["pads"].value == [1, 1, 1, 1]
+    tensors = [node.attributes["value"].value for node in model.graph.nodes[5:]]
+    assert tensors[0] is not tensors[1] and not tensors[0].array.flags.writeable
+    assert converter.isomorphic(proto, _to_onnx(again))
+
+
+def test_repeated_references_to_function_attributes_stay_references() -> None:
+    body = [helper.make_node("Transpose", ["x"], ["t"]), helper.make_node("Transpose", ["t"], ["y"])]
+    for node_proto in body:
+        reference = onnx.AttributeProto(name="perm", ref_attr_name="order", type=onnx.AttributeProto.INTS)
+        node_proto.attribute.append(reference)
+    function = helper.make_function("local", "swap", ["x"], ["y"], body, [helper.make_opsetid("", 18)], ["order"])
+    converted = function_from_proto(function)
+    for node in converted.graph.nodes:
+        attr = node.attributes["perm"]
+        assert attr.ref_attr_name == "order" and attr.value is None and attr.kind == ir.AttrKind.INTS

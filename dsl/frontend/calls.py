@@ -232,7 +232,8 @@ class CallCompiler(_CompilerBase):
             if operand.param.kind != param.kind:
                 raise OpAttributeError(
                     f"attribute {param.name} of {function_name} is {param.kind.name}, but "
-                    f"{operand.param.name!r} is {operand.param.kind.name}", location)
+                    f"{operand.param.name!r} is {operand.param.kind.name}", location,
+                    hint=f"pass a {param.kind.name} value, or an attribute parameter annotated as one")
             return ir.Attr(param.name, param.kind, None, ref_attr_name=operand.param.name, location=location)
         if not isinstance(operand, PyValue):
             raise DslTypeError(

@@ -173,6 +173,9 @@ def attach_input_default(compiler: Any, value: ir.Value, default: Any) -> None:
     """
     if not isinstance(default, Initializer):
         return
+    if default.sparse is not None:  # a sparse weight behind an input: named as the input
+        compiler.builder.graph.sparse_initializers[value.name] = default.sparse
+        return
     value.initializer = default.tensor
     compiler.builder.graph.initializers.append(value)
     known: dict[Any, ir.Value] = compiler.__dict__.setdefault("_initializer_values", {})
