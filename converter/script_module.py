@@ -80,7 +80,8 @@ def model_options(function: ScriptFunction) -> dict[str, Any]:
     """Keyword arguments for ``to_model_proto`` that the file attached to ``function``.
 
     ``converter.to_python`` keeps the original model's producer, doc string and
-    metadata as ``main_graph.model_options = {...}``, so compiling the file gives them back.
+    metadata, and the functions nothing calls and weights nothing reads, as
+    ``main_graph.model_options = {...}``, so compiling the file gives them back.
     """
     found = getattr(function, "model_options", None)
     return dict(found) if isinstance(found, dict) else {}

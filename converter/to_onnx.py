@@ -114,6 +114,12 @@ class _Scope:
         self.used.add(name)
         return name
 
+    def claim(self, wanted: str) -> str:
+        """``wanted`` if no value has it yet, else ``wanted`` with a suffix; taken from now on."""
+        name = wanted if wanted not in self.used else self._unused(wanted)
+        self.used.add(name)
+        return name
+
     def _unused(self, base: str) -> str:
         while True:
             self.fresh_count += 1
@@ -670,7 +676,12 @@ class _ModelSource:
     __slots__ = ("attr_values", "doc_string", "functions", "graph", "imports", "location", "model", "name")
 
     def __init__(
-        self, function_or_model: ir.Function | ir.Model, *, inline: bool, attributes: dict[str, Any] | None
+        self,
+        function_or_model: ir.Function | ir.Model,
+        *,
+        inline: bool,
+        attributes: dict[str, Any] | None,
+        extra_functions: list[ir.Function],
     ) -> None:
         self.model: ir.Model | None = None
         if isinstance(function_or_model, ir.Model):
@@ -683,7 +694,7 @@ class _ModelSource:
             self.attr_values: dict[str, ir.Attr] = {}
             self.doc_string = function_or_model.doc_string
             main = ir.Function(self.name, self.graph, opset_imports=self.imports)
-            self.functions = _collect_functions(main, list(function_or_model.functions))
+            self.functions = _collect_functions(main, [*function_or_model.functions, *extra_functions])
         elif isinstance(function_or_model, ir.Function):
             function = function_or_model
             if inline:
@@ -696,7 +707,7 @@ class _ModelSource:
             self.name = self.graph.name or function.name
             self.imports = _normal_imports(function.opset_imports)
             self.doc_string = function.doc_string
-            self.functions = _collect_functions(function, [])
+            self.functions = _collect_functions(function, list(extra_functions))
         else:
             raise ConversionError(
                 f"model_to_proto takes an ir.Function or ir.Model, not {type(function_or_model).__name__}",
@@ -718,6 +729,8 @@ def model_to_proto(
     opset_imports: dict[str, int] | None = None,
     metadata_props: dict[str, str] | None = None,
     infer_output_types: bool = True,
+    functions: list[ir.Function] | None = None,
+    initializers: list[ir.Tensor | ir.SparseTensor] | None = None,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -728,7 +741,10 @@ def model_to_proto(
     opsets and features need; pass ``ir_version`` to force one.  Output types the IR
     lacks are filled by ONNX shape inference.  An input typed ``FLOAT[...]`` has no rank,
     which ONNX's checker rejects in a model: give it a rank or pass ``io_types``.
-    ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).
+    ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).  ``functions``
+    adds model-local functions nothing calls, and ``initializers`` main-graph
+    initializers nothing reads (named after themselves where free), so that a model read
+    from a file comes back whole.
 
     >>> from dsl import script, FLOAT, opset18 as op
     >>> @script()
@@ -737,7 +753,7 @@ def model_to_proto(
     >>> model_to_proto(relu.function).ir_version   # doctest: +SKIP
     8
     """
-    source = _ModelSource(function_or_model, inline=inline, attributes=attributes)
+    source = _ModelSource(function_or_model, inline=inline, attributes=attributes, extra_functions=functions or [])
     export = _Export()
     function_names = _function_names(source.functions)
     imports = _model_opset_imports(source, function_names)
@@ -745,7 +761,9 @@ def model_to_proto(
     _check_input_types(source.graph, overrides)
 
     model = onnx.ModelProto()
-    _fill_graph(model.graph, source.graph, _Scope(export, attr_values=source.attr_values, function_names=function_names))
+    scope = _Scope(export, attr_values=source.attr_values, function_names=function_names)
+    _fill_graph(model.graph, source.graph, scope)
+    _add_unread_initializers(model.graph, initializers or [], scope)
     model.graph.name = source.name
     _apply_overrides(model.graph, source.graph, overrides, export)
     for callee in source.functions:
@@ -898,6 +916,26 @@ def _reconcile_opsets(
 
 
 _SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
+
+
+def _add_unread_initializers(
+    proto: onnx.GraphProto, weights: list[ir.Tensor | ir.SparseTensor], scope: _Scope
+) -> None:
+    """Initializers no node reads, after the graph's own: each keeps its name unless the
+    graph already uses it."""
+    sparse_names = {sparse.values.name for sparse in proto.sparse_initializer}
+    for weight in weights:
+        wanted = (weight.values.name if isinstance(weight, ir.SparseTensor) else weight.name) or "weight"
+        name = scope.claim(wanted)
+        while name in sparse_names:  # (the graph's sparse initializers are named apart from the scope)
+            name = scope.fresh(wanted)
+        if isinstance(weight, ir.SparseTensor):
+            sparse_proto = proto.sparse_initializer.add()
+            _fill_sparse(sparse_proto, weight, scope.export)
+            sparse_proto.values.name = name
+            sparse_names.add(name)
+        else:
+            _emit_initializer(weight, name, scope, proto.node, proto.initializer)
 
 
 def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.Function]:

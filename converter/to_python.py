@@ -51,6 +51,7 @@ import math
 import os
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,7 +268,8 @@ def _model_to_python(
             _write_main(main, main_name, module, opset_imports, initializer_inputs == "keep", has_loops, has_subgraphs)
         )
         if isinstance(model, ir.Model):
-            model_options = _model_options(model, main_name)
+            kept = [module.function_names[id(f)] for f in _uncalled_functions(model)]
+            model_options = _model_options(model, main_name, kept, _unread_weights(main, module))
 
     header = _header(module, doc, model if isinstance(model, ir.Model) else None)
     if module.large_arrays and weights_path is not None:
@@ -1305,8 +1307,58 @@ def _write_main(
     return "\n".join(header + writer.lines)
 
 
-def _model_options(model: ir.Model, function_name: str) -> str:
-    """The model fields a function cannot carry, attached for ``to_model_proto``."""
+def _uncalled_functions(model: ir.Model) -> list[ir.Function]:
+    """The model-local functions that no call of the main graph reaches: the compiled main
+    function would leave them out, so ``model_options`` lists them."""
+    if not model.functions:
+        return []
+    reached: set[int] = set()
+    for graph in _all_graphs(model.graph):
+        for node in graph.nodes:
+            callee = node.callee
+            if callee is not None and id(callee) not in reached:
+                reached.add(id(callee))
+                reached.update(id(f) for f in callee.callees())
+    return [f for f in _callee_order(model.functions) if id(f) not in reached]
+
+
+def _unread_weights(graph: ir.Graph, module: _Module) -> list[str]:
+    """Module-level names of the main graph's initializers that nothing reads (no node of
+    it or of its subgraphs, no output; an input's default is read by that input)."""
+    inputs = set(graph.inputs)  # (Values hash by identity)
+    input_names = {v.name for v in inputs}
+    dense = [v for v in graph.initializers if v not in inputs]
+    sparse = [name for name in graph.sparse_initializers if name in module.sparse_names and name not in input_names]
+    if not dense and not sparse:  # (models that list every weight as an input stop here)
+        return []
+    read: set[ir.Value | None] = set()
+    for current in _all_graphs(graph):  # (a subgraph output may be an outer weight itself)
+        read.update(current.outputs)
+        for node in current.nodes:
+            read.update(node.inputs)
+    read_names = {v.name for v in read if v is not None and v.producer is None and v.initializer is None}
+    return ([module.initializer_names[v] for v in dense if v not in read]
+            + [module.sparse_names[name] for name in sparse if name not in read_names])
+
+
+def _all_graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
+    """``graph`` and every subgraph in it, at any depth."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        yield current
+        for node in current.nodes:
+            for attr in node.attributes.values():
+                if attr.kind in _GRAPH_KINDS and attr.value is not None:
+                    if attr.kind == _GRAPH:
+                        stack.append(attr.value)
+                    else:
+                        stack.extend(attr.value)
+
+
+def _model_options(model: ir.Model, function_name: str, functions: list[str], weights: list[str]) -> str:
+    """The model fields a function cannot carry, attached for ``to_model_proto``; the
+    functions nothing calls and the weights nothing reads are listed by their Python names."""
     options: dict[str, Any] = {}
     if model.producer_name or model.producer_version:
         options["producer_name"] = model.producer_name
@@ -1315,9 +1367,12 @@ def _model_options(model: ir.Model, function_name: str) -> str:
         options["doc_string"] = model.doc_string
     if model.metadata_props:
         options["metadata_props"] = dict(model.metadata_props)
-    if not options:
+    if not options and not functions and not weights:
         return ""
     items = "".join(f"    {key!r}: {_utf8(value, key)!r},\n" for key, value in options.items())
+    for key, names in (("functions", functions), ("initializers", weights)):
+        if names:
+            items += f"    {key!r}: [{', '.join(names)}],\n"
     return (
         "\n\n\n# Fields of the original model; `onnxquill compile` passes them to to_model_proto().\n"
         f"{function_name}.model_options = {{\n{items}}}"

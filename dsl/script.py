@@ -83,9 +83,18 @@ class ScriptFunction:
 
         ``ir_version=``, ``producer_name=``, ``io_types=`` and ``inline=`` override the
         defaults; called functions become model-local functions unless inlined.
+        ``functions=[other_script, ...]`` adds model-local functions nothing calls and
+        ``initializers=[weight, ...]`` (``dsl.initializer`` objects) initializers nothing
+        reads: what ``converter.to_python`` writes for a model that has them.
+
+        >>> model = relu6.to_model_proto(producer_name="me")   # doctest: +SKIP
         """
         from converter.to_onnx import model_to_proto
 
+        if options.get("functions"):
+            options["functions"] = [_ir_function(f) for f in options["functions"]]
+        if options.get("initializers"):
+            options["initializers"] = [_ir_weight(w) for w in options["initializers"]]
         return model_to_proto(self.function, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -95,6 +104,32 @@ class ScriptFunction:
 
     def __repr__(self) -> str:
         return f"<ScriptFunction {self.domain + '::' if self.domain else ''}{self.name}>"
+
+
+def _ir_function(function: Any) -> ir.Function:
+    if isinstance(function, ScriptFunction):
+        return function.function
+    if isinstance(function, ir.Function):
+        return function
+    from dsl.errors import DslTypeError
+
+    raise DslTypeError(
+        f"functions= takes @script functions, not {type(function).__name__}",
+        hint="list the decorated functions themselves: functions=[helper]",
+    )
+
+
+def _ir_weight(weight: Any) -> ir.Tensor | ir.SparseTensor:
+    from dsl.frontend.weights import Initializer
+
+    if isinstance(weight, Initializer):
+        return weight.sparse if weight.sparse is not None else weight.tensor
+    from dsl.errors import DslTypeError
+
+    raise DslTypeError(
+        f"initializers= takes dsl.initializer(...) weights, not {type(weight).__name__}",
+        hint="declare the weight with w = initializer(array, name='w') and list w",
+    )
 
 
 class GraphFunction:

@@ -92,21 +92,6 @@ def _unspellable_output_type(model: onnx.ModelProto) -> bool:
     return not all(_spellable(v.type) for v in model.graph.output)
 
 
-def _unreachable_functions(model: onnx.ModelProto) -> bool:
-    """A model-local function nothing in the main graph calls (even indirectly)."""
-    by_key = {(f.domain, f.name): f for f in model.functions}
-    stack = [model.graph]
-    reached: set[tuple[str, str]] = set()
-    while stack:
-        for graph in _graphs_within(stack.pop()):
-            for node in graph.node:
-                key = (node.domain, node.op_type)
-                if key in by_key and key not in reached:
-                    reached.add(key)
-                    stack.append(by_key[key])
-    return len(reached) != len(by_key)
-
-
 def _graphs_within(graph: onnx.GraphProto | onnx.FunctionProto) -> list[onnx.GraphProto | onnx.FunctionProto]:
     """``graph`` and every graph nested in the attributes of its nodes."""
     found = [graph]
@@ -126,25 +111,6 @@ def _function_lacks_import(model: onnx.ModelProto) -> bool:
     for function in model.functions:
         imported = {o.domain for o in function.opset_import} | {""}
         if any(node.domain not in imported and node.domain != "ai.onnx" for node in function.node):
-            return True
-    return False
-
-
-def _unused_initializers(model: onnx.ModelProto) -> bool:
-    """An initializer that no node reads and that is no input or output: module-level
-    ``initializer(...)`` declarations reach the model only through the names the body reads."""
-    for graph in graphs_of(model):
-        if not isinstance(graph, onnx.GraphProto):
-            continue
-        read = {name for g in _graphs_within(graph) for node in g.node for name in node.input}
-        read |= {v.name for v in [*graph.input, *graph.output]}
-        # (a sparse initializer whose name something else defines too, here or in a subgraph,
-        # is never the one read)
-        shadowing = {v.name for g in _graphs_within(graph) for v in g.input} | {t.name for t in graph.initializer}
-        shadowing |= {name for g in _graphs_within(graph) for node in g.node for name in node.output}
-        if any(t.name not in read for t in graph.initializer) or any(
-            s.values.name not in read or s.values.name in shadowing for s in graph.sparse_initializer
-        ):
             return True
     return False
 
@@ -177,9 +143,7 @@ KNOWN_LIMITS: dict[str, tuple[Callable[[onnx.ModelProto], bool], str]] = {
     "output passed through": (
         _passes_values_through, r"vs Identity|of Identity|two different values|graph (input|output) \d+ .*: type"),
     "output type without Python spelling": (_unspellable_output_type, r"^graph output \d+ .*: type "),
-    "unreachable local function": (_unreachable_functions, r"^model-local functions differ"),
     "function without the import of a domain it calls": (_function_lacks_import, r"^opset of domain .*: None vs 1$"),
-    "unused initializer": (_unused_initializers, r"^graph: unused (sparse )?initializers differ"),
     "no ai.onnx opset import": (_no_default_opset_import, r"^opset of domain 'ai.onnx': None vs 1$"),
     "call attribute of another kind": (_call_attribute_of_another_kind, r"attribute \w+: kind \w+ vs \w+$"),
 }
@@ -628,8 +592,6 @@ def test_one_untyped_output_keeps_the_other_output_types(tmp_path) -> None:
     assert first_difference(model, rebuilt) is None
 
 
-@_pinned("@script compiles the main function with its callees only, so a model-local function nothing "
-         "calls is lost; fix: a model_options entry listing the other functions for to_model_proto")
 def test_uncalled_local_function_is_kept(tmp_path) -> None:
     model = _relu_model()
     model.functions.append(helper.make_function(
@@ -641,9 +603,6 @@ def test_uncalled_local_function_is_kept(tmp_path) -> None:
     assert first_difference(model, rebuilt) is None
 
 
-@_pinned("an initializer nothing reads is declared at module level but never reaches the model "
-         "(the compiler adds the initializers the body reads); fix: list the unread ones in "
-         "model_options for to_model_proto, or have to_python refuse/drop them knowingly")
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 def test_unused_initializer_is_kept(kind: str, tmp_path) -> None:
     model = _relu_model()

@@ -658,3 +658,25 @@ def test_ir_model_keeps_its_ir_version_within_what_onnxruntime_loads() -> None:
     assert lowered.ir_version == min(newest, max_ir_version())
     np.testing.assert_array_equal(run(lowered, np.array([-1, 1], np.float32))[0], [0, 1])
     assert model_to_proto(model_at(newest), ir_version=newest).ir_version == newest  # asked for explicitly
+
+
+def test_unread_initializers_and_uncalled_functions_are_added_under_free_names() -> None:
+    x = ir.Value("w", ir.TensorType(FLOAT.enum, (2,)))
+    relu = ir.Node("Relu", inputs=[x])
+    relu.outputs.append(ir.Value("y", ir.TensorType(FLOAT.enum, (2,)), relu))
+    main = ir.Function("main", ir.Graph("main", [x], relu.outputs, [relu]), opset_imports={"": 18})
+    a = ir.Value("a")
+    neg = ir.Node("Neg", inputs=[a])
+    neg.outputs.append(ir.Value("b", None, neg))
+    library = ir.Function("Negate", ir.Graph("Negate", [a], neg.outputs, [neg]), domain="lib",
+                          opset_imports={"": 18})
+    dense = ir.Tensor(np.arange(3, dtype=np.float32), FLOAT.enum, "w")  # the input's name
+    sparse = ir.SparseTensor(ir.Tensor(np.array([1.5], np.float32), FLOAT.enum, "w"),
+                             ir.Tensor(np.array([2], np.int64), INT64.enum), (4,))
+    model = model_to_proto(main, functions=[library], initializers=[dense, sparse])
+    onnx.checker.check_model(model, full_check=True)
+    names = [t.name for t in model.graph.initializer] + [s.values.name for s in model.graph.sparse_initializer]
+    assert model.graph.input[0].name == "w" and "w" not in names and len(set(names)) == 2
+    assert [f.name for f in model.functions] == ["Negate"]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(model.graph.initializer[0]), [0, 1, 2])
+    np.testing.assert_array_equal(run(model, np.array([-1, 1], np.float32))[0], [0, 1])

@@ -386,6 +386,48 @@ def test_round_trip_keeps_model_metadata(tmp_path) -> None:
     assert rebuilt.producer_version == "2.1"
 
 
+def test_round_trip_keeps_unread_weights_and_uncalled_functions(tmp_path) -> None:
+    """Dead weights and library functions are part of the model: they come back (listed in
+    model_options, since the compiled body would not reach them), under free names."""
+    # (the input "class" cannot keep its name; the weight's name is what Python would make of it)
+    unused = numpy_helper.from_array(np.arange(20, dtype=np.float32), "class_")
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([2.5], np.float32), "s"),
+        numpy_helper.from_array(np.array([3], np.int64), "s_indices"), [4])
+    called = helper.make_function("lib", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
+                                  [helper.make_opsetid("", 18)])
+    uncalled = helper.make_function("lib", "Negate", ["a"], ["b"], [helper.make_node("Neg", ["a"], ["b"])],
+                                    [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("Twice", ["class"], ["y"], domain="lib")], "g", [_float("class", [2])],
+                              [_float("y", [2])], initializer=[unused], sparse_initializer=[sparse])
+    model = helper.make_model(graph, functions=[called, uncalled],
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("lib", 1)])
+    onnx.checker.check_model(model, full_check=True)
+    source, rebuilt = round_trip(model, str(tmp_path))
+    assert "'functions': [Negate]," in source and "'initializers': [" in source
+    assert first_difference(model, rebuilt) is None
+    onnx.checker.check_model(rebuilt, full_check=True)
+    assert sorted(f.name for f in rebuilt.functions) == ["Negate", "Twice"]
+    kept = {t.name: numpy_helper.to_array(t) for t in rebuilt.graph.initializer}
+    assert list(kept) == ["class_"] and rebuilt.graph.input[0].name == "class_1"  # (the weight took it first)
+    np.testing.assert_array_equal(next(iter(kept.values())), np.arange(20, dtype=np.float32))
+    np.testing.assert_array_equal(run(rebuilt, [np.array([1.0, 2.0], np.float32)])[0], [2.0, 4.0])
+
+
+def test_to_model_proto_refuses_what_is_not_a_function_or_a_weight() -> None:
+    from dsl import FLOAT, DslTypeError, script
+    from dsl import opset18 as op
+
+    @script()
+    def relu(x: FLOAT[2]) -> FLOAT[2]:
+        return op.Relu(x)
+
+    with pytest.raises(DslTypeError, match="functions= takes @script functions"):
+        relu.to_model_proto(functions=[abs])
+    with pytest.raises(DslTypeError, match=r"initializers= takes dsl\.initializer"):
+        relu.to_model_proto(initializers=[np.ones(2, np.float32)])
+
+
 # --------------------------------------------------------------------- structured loops
 
 
