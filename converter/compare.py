@@ -193,8 +193,7 @@ class _Comparison:
 
     def _opsets(self, first: Any, second: Any) -> None:
         used = _used_domains(first) | _used_domains(second)
-        first_opsets = {_domain(o.domain): o.version for o in first.opset_import}
-        second_opsets = {_domain(o.domain): o.version for o in second.opset_import}
+        first_opsets, second_opsets = _opset_versions(first), _opset_versions(second)
         for domain in sorted(used, key=repr):
             if first_opsets.get(domain) != second_opsets.get(domain):
                 raise _Different(
@@ -649,6 +648,15 @@ def _tensor_key(tensor: Any) -> tuple[Any, ...]:
     array = _tensor_array(tensor)
     payload = repr(array.tolist()) if array.dtype == object else array.tobytes()
     return (tensor.data_type, tuple(tensor.dims), payload)
+
+
+def _opset_versions(proto: Any) -> dict[str, int]:
+    """Domain -> version; a model of IR version 1 or 2 with no ai.onnx import has version 1
+    (imports were introduced by IR version 3, the opset being 1 before)."""
+    versions = {_domain(o.domain): o.version for o in proto.opset_import}
+    if isinstance(proto, onnx.ModelProto) and 0 < proto.ir_version < 3:
+        versions.setdefault("", 1)
+    return versions
 
 
 def _sparse_key(sparse: Any) -> tuple[Any, ...]:

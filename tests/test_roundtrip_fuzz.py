@@ -115,11 +115,6 @@ def _function_lacks_import(model: onnx.ModelProto) -> bool:
     return False
 
 
-def _no_default_opset_import(model: onnx.ModelProto) -> bool:
-    """No ai.onnx opset import (IR < 3 implied version 1): the source imports ``opset1``."""
-    return not any(o.domain in ("", "ai.onnx") for o in model.opset_import)
-
-
 def _call_attribute_of_another_kind(model: onnx.ModelProto) -> bool:
     """A call that sets a function's attribute parameter with a value of another kind than the
     function uses it as (``alpha=3`` for a float): the compiler converts it, as Python would."""
@@ -144,7 +139,6 @@ KNOWN_LIMITS: dict[str, tuple[Callable[[onnx.ModelProto], bool], str]] = {
         _passes_values_through, r"vs Identity|of Identity|two different values|graph (input|output) \d+ .*: type"),
     "output type without Python spelling": (_unspellable_output_type, r"^graph output \d+ .*: type "),
     "function without the import of a domain it calls": (_function_lacks_import, r"^opset of domain .*: None vs 1$"),
-    "no ai.onnx opset import": (_no_default_opset_import, r"^opset of domain 'ai.onnx': None vs 1$"),
     "call attribute of another kind": (_call_attribute_of_another_kind, r"attribute \w+: kind \w+ vs \w+$"),
 }
 
@@ -615,8 +609,6 @@ def test_unused_initializer_is_kept(kind: str, tmp_path) -> None:
     assert first_difference(model, rebuilt) is None
 
 
-@_pinned("a model with no ai.onnx opset_import (IR < 3: version 1 implied) comes back importing "
-         "version 1 explicitly; fix (if wanted): compare could treat a missing default import as 1")
 def test_model_without_default_opset_import(tmp_path) -> None:
     model = _relu_model()
     del model.opset_import[:]
