@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -68,18 +69,22 @@ def _count_nodes(model: onnx.ModelProto) -> int:
 def _timed(function, *args, repeats: int = 1, budget: float = 0.0, **kwargs):
     """(result, best time of ``repeats`` runs, more while ``budget`` seconds last, up to 200):
     the machine is shared, so the minimum is the signal, and more runs find it better."""
-    best = float("inf")
-    runs = 0
+    result, times = _runs(function, *args, repeats=repeats, budget=budget, **kwargs)
+    return result, min(times)
+
+
+def _runs(function, *args, repeats: int = 1, budget: float = 0.0, **kwargs):
+    """(result, the time of each run) for :func:`_timed`."""
+    times: list[float] = []
     spent = 0.0
-    while runs < repeats or (spent < budget and runs < 200):
+    while len(times) < repeats or (spent < budget and len(times) < 200):
         gc.collect()
         start = time.perf_counter()
         result = function(*args, **kwargs)
         elapsed = time.perf_counter() - start
-        best = min(best, elapsed)
+        times.append(elapsed)
         spent += elapsed
-        runs += 1
-    return result, best
+    return result, times
 
 
 def convert(model: onnx.ModelProto, weights_path: str, source_path: str) -> str:
@@ -97,9 +102,11 @@ def measure(name: str, model: onnx.ModelProto, rebuild: bool, with_onnxscript: b
         weights_path = os.path.join(folder, "model.npz")
         ir_model, read_time = _timed(model_from_proto, model, repeats=repeats, budget=budget)
         _, write_time = _timed(model_to_python, ir_model, weights_path, source_path=source_path, repeats=repeats, budget=budget)
-        _, total_time = _timed(convert, model, weights_path, source_path, repeats=repeats, budget=budget)
+        _, total_times = _runs(convert, model, weights_path, source_path, repeats=repeats, budget=budget)
+        total_time, total_median = min(total_times), statistics.median(total_times)
         line = (f"{name:>14} {nodes:>7} nodes | from_onnx {read_time / nodes * 1e6:6.2f} | to_python "
-                f"{write_time / nodes * 1e6:6.2f} | total {total_time / nodes * 1e6:6.2f} µs/node")
+                f"{write_time / nodes * 1e6:6.2f} | total {total_time / nodes * 1e6:6.2f} µs/node "
+                f"(median {total_median / nodes * 1e6:6.2f})")
         if rebuild:
             def compile_back() -> onnx.ModelProto:
                 return load_script_function(source_path).to_model_proto()
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(folder, "warm.py")
         converter.write_python(warm_model, path)
         load_script_function(path).to_model_proto()
-    print("columns: µs per node (best of at least 5 runs, as many as fit in 1 s; 1 run for 200 000 nodes); peak = tracemalloc peak of converter.to_python (weights to .npz)")
+    print("columns: µs per node (best of at least 5 runs, as many as fit in 1 s, and for total also their median; 1 run for 200 000 nodes); peak = tracemalloc peak of converter.to_python (weights to .npz)")
     for model_name in ("resnet50", "densenet121"):
         model = onnx.load(os.path.join(DATA, f"light_{model_name}.onnx"))
         measure(model_name, model, not args.no_rebuild, args.onnxscript)
