@@ -380,8 +380,11 @@ class _Reader:
             )
             if None in inputs:  # omitted optional inputs, values defined later or outside
                 unresolved.append((node, names, node_proto))
+            output_field = node_proto.output
+            # (one output, the usual case, is read by index: cheaper than slicing the field)
+            output_names = [output_field[0]] if len(output_field) == 1 else output_field[:]
             outputs = node.outputs
-            for name in node_proto.output[:]:
+            for name in output_names:
                 value = Value(name, None, node)
                 outputs.append(value)
                 if name:
@@ -391,10 +394,10 @@ class _Reader:
                             f"{_describe_node(node_proto)})",
                             hint="ONNX values are assigned once; the model is malformed",
                         )
-            attribute_protos = node_proto.attribute[:]
-            if attribute_protos:
+            attribute_field = node_proto.attribute
+            if attribute_field:
                 attrs = node.attributes
-                for attribute_proto in attribute_protos:
+                for attribute_proto in attribute_field[:]:
                     if attribute_proto.type in _PLAIN_KINDS:
                         # Models repeat a few attribute values (Conv's pads, epsilon, the
                         # ConstantOfShape value): the whole serialized attribute is the key,
