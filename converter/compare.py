@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from dsl.errors import DslTypeError
+
 __all__ = ["isomorphic", "assert_isomorphic", "first_difference"]
 
 
@@ -70,7 +72,10 @@ def first_difference(first: Any, second: Any, *, check_metadata: bool = False) -
             comparison.top_graph(first, second)
             comparison.drain()
         else:
-            raise TypeError(f"isomorphic compares ModelProto, FunctionProto or GraphProto, not {type(first).__name__}")
+            raise DslTypeError(
+                f"isomorphic compares ModelProto, FunctionProto or GraphProto, not {type(first).__name__}",
+                hint="load files with onnx.load, or pass @script functions' .to_model_proto()",
+            )
     except _Different as difference:
         return str(difference)
     return None

@@ -252,3 +252,11 @@ def test_a_call_without_a_defaulted_attribute_means_the_default() -> None:
     other = _edited(model, lambda m: m.graph.node[0].attribute.append(helper.make_attribute("scale", 3.0)))
     difference = first_difference(model, other)
     assert difference is not None and "attribute scale: 2.0 vs 3.0" in difference
+
+
+def test_what_is_not_a_proto_is_a_dsl_error() -> None:
+    from dsl.errors import DslTypeError
+
+    with pytest.raises(DslTypeError, match="not str") as raised:
+        converter.isomorphic("a.onnx", "b.onnx")
+    assert "hint:" in str(raised.value)
