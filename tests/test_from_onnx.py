@@ -258,7 +258,8 @@ def test_external_data_is_read(tmp_path) -> None:
 
 def test_corrupt_and_truncated_files_raise_model_load_error(tmp_path) -> None:
     path = os.path.join(DATA, "light", "light_squeezenet.onnx")
-    payload = open(path, "rb").read()
+    with open(path, "rb") as stream:
+        payload = stream.read()
     truncated = tmp_path / "truncated.onnx"
     garbage = tmp_path / "garbage.onnx"
     empty = tmp_path / "empty.onnx"

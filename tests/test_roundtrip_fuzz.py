@@ -243,7 +243,12 @@ def test_compare_reports_damaged_models_without_raising(pair: tuple[onnx.ModelPr
 
 # ---------------------------------------------------------------- damaged files
 
-_FILES = {path: open(os.path.join(DATA, path), "rb").read() for path in _DATA_MODELS}
+def _read_bytes(path: str) -> bytes:
+    with open(os.path.join(DATA, path), "rb") as stream:
+        return stream.read()
+
+
+_FILES = {path: _read_bytes(path) for path in _DATA_MODELS}
 
 
 @settings(max_examples=40)

@@ -39,7 +39,8 @@ def _model_paths() -> list[str]:
 
 def _read(path: str, type_proto: onnx.TypeProto) -> Any:
     """A stored input/output, read as the proto its type says (tensor, sequence, optional)."""
-    payload = open(path, "rb").read()
+    with open(path, "rb") as stream:
+        payload = stream.read()
     which = type_proto.WhichOneof("value")
     if which == "sequence_type":
         sequence = onnx.SequenceProto()
