@@ -192,6 +192,9 @@ class _Module:
     type_texts: dict[int, tuple[Any, str]] = field(default_factory=dict)  # id(TensorType) -> (it, "FLOAT[2]")
     weights_file: str | None = None
     inline_limit: int = INLINE_LIMIT
+    # The main function's io_types for model_options, when only some outputs can be
+    # annotated: None per input, then each output's type text or None.
+    partial_io_types: list[str | None] | None = None
 
 
 def model_to_python(
@@ -269,7 +272,9 @@ def _model_to_python(
         )
         if isinstance(model, ir.Model):
             kept = [module.function_names[id(f)] for f in _uncalled_functions(model)]
-            model_options = _model_options(model, main_name, kept, _unread_weights(main, module))
+            model_options = _model_options(
+                model, main_name, kept, _unread_weights(main, module), module.partial_io_types
+            )
 
     header = _header(module, doc, model if isinstance(model, ir.Model) else None)
     if module.large_arrays and weights_path is not None:
@@ -1299,6 +1304,13 @@ def _write_main(
             params.append(writer.parameter(value))
     writer.graph_body(graph, "    ")
     returns = _return_annotation(graph.outputs, module)
+    if not returns and graph.outputs:
+        # One output Python cannot annotate (untyped, a map...) leaves the annotation out;
+        # the others keep their types through io_types (by position: inputs, then outputs).
+        output_types: list[str | None] = [_type_text(v.type, module) or None for v in graph.outputs]
+        if any(output_types):
+            input_types: list[str | None] = [None] * sum(p != "*" for p in params)
+            module.partial_io_types = input_types + output_types
     version = opset_imports.get("")
     decorator = f"@script({writer.opset('')})" if version is not None else "@script()"
     header = [decorator, _def_line("", python_name, params, returns)]
@@ -1356,7 +1368,9 @@ def _all_graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
                         stack.extend(attr.value)
 
 
-def _model_options(model: ir.Model, function_name: str, functions: list[str], weights: list[str]) -> str:
+def _model_options(
+    model: ir.Model, function_name: str, functions: list[str], weights: list[str], io_types: list[str | None] | None
+) -> str:
     """The model fields a function cannot carry, attached for ``to_model_proto``; the
     functions nothing calls and the weights nothing reads are listed by their Python names."""
     options: dict[str, Any] = {}
@@ -1367,12 +1381,14 @@ def _model_options(model: ir.Model, function_name: str, functions: list[str], we
         options["doc_string"] = model.doc_string
     if model.metadata_props:
         options["metadata_props"] = dict(model.metadata_props)
-    if not options and not functions and not weights:
+    if not options and not functions and not weights and io_types is None:
         return ""
     items = "".join(f"    {key!r}: {_utf8(value, key)!r},\n" for key, value in options.items())
     for key, names in (("functions", functions), ("initializers", weights)):
         if names:
             items += f"    {key!r}: [{', '.join(names)}],\n"
+    if io_types is not None:  # (type texts, written as code: FLOAT[2], not 'FLOAT[2]')
+        items += f"    'io_types': [{', '.join('None' if t is None else t for t in io_types)}],\n"
     return (
         "\n\n\n# Fields of the original model; `onnxquill compile` passes them to to_model_proto().\n"
         f"{function_name}.model_options = {{\n{items}}}"
