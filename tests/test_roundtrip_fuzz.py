@@ -19,7 +19,7 @@ import os
 import random
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -251,14 +251,20 @@ def _read_bytes(path: str) -> bytes:
 _FILES = {path: _read_bytes(path) for path in _DATA_MODELS}
 
 
+def _damaged_files(path: str, seed: int, folder: str) -> Iterator[str]:
+    """The path of one file in ``folder``, rewritten with each damaged copy of ``path``."""
+    target = os.path.join(folder, "damaged.onnx")
+    for payload in byte_damage(_FILES[path], random.Random(seed)):
+        with open(target, "wb") as stream:
+            stream.write(payload)
+        yield target
+
+
 @settings(max_examples=40)
 @given(st.sampled_from(sorted(_FILES)), st.integers(0, 2**32 - 1))
 def test_damaged_files_load_or_raise_model_load_error(path: str, seed: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        target = os.path.join(folder, "damaged.onnx")
-        for payload in byte_damage(_FILES[path], random.Random(seed)):
-            with open(target, "wb") as stream:
-                stream.write(payload)
+        for target in _damaged_files(path, seed, folder):
             try:
                 converter.to_python(converter.load_model(target))
             except DslError as error:
@@ -278,10 +284,7 @@ def _run_cli(arguments: list[str]) -> tuple[int, str, str]:
 @given(st.sampled_from(sorted(_FILES)), st.integers(0, 2**32 - 1))
 def test_cli_reports_damaged_files_in_one_paragraph(path: str, seed: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        target = os.path.join(folder, "damaged.onnx")
-        for payload in byte_damage(_FILES[path], random.Random(seed)):
-            with open(target, "wb") as stream:
-                stream.write(payload)
+        for target in _damaged_files(path, seed, folder):
             code, out, err = _run_cli(["to-python", target, "-o", os.path.join(folder, "damaged.py")])
             if code == 0:
                 assert out.startswith("wrote ") and not err
