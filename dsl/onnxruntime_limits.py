@@ -17,6 +17,7 @@ __all__ = ["max_opset", "max_ir_version", "onnxruntime_version"]
 # measured by loading a one-node model at each opset and IR version.
 _KNOWN: dict[tuple[int, int], tuple[int, int]] = {
     (1, 31): (26, 13),
+    (1, 32): (28, 14),
 }
 
 

@@ -1,11 +1,12 @@
 """Where eager mode runs an op in ``onnx.reference`` although onnxruntime accepts it.
 
 onnxruntime is the default because it is fast and is what most exported models run on.
-For the few ops below, onnxruntime 1.31's result differs from the ONNX specification
-(as recorded in the ONNX backend test data), so a debugging session would see numbers
-the spec does not give; these run in ``onnx.reference``, and
+For the few ops below, onnxruntime's result (seen with 1.31) differs from the ONNX
+specification (as recorded in the ONNX backend test data), so a debugging session would
+see numbers the spec does not give; these run in ``onnx.reference``, and
 :func:`eager.last_backend` reports the reason.  Each rule was found by running every
-ONNX backend node case (``tests/test_backend_node_eager.py``) through onnxruntime.
+ONNX backend node case (``tests/test_backend_node_eager.py``) through onnxruntime; a
+release that fixes one still gets the spec's numbers, from onnx.reference.
 """
 
 from __future__ import annotations

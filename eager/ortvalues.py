@@ -4,7 +4,7 @@ onnxruntime's ``session.run`` converts numpy arrays itself but knows neither the
 ``ml_dtypes`` dtypes (bfloat16, float8) nor the packed 2/4/6-bit layouts, and cannot
 turn such outputs back into numpy.  These are passed as OrtValues instead: same-width
 types are reinterpreted in place (``ortvalue_from_numpy_with_onnx_type``), packed ones
-are allocated by onnxruntime and filled with ONNX's packed bytes (the same bytes
+and scalars are allocated by onnxruntime and filled with ONNX's (packed) bytes (the same bytes
 ``numpy_helper.from_array`` puts in ``raw_data``); outputs are read back from
 ``data_ptr`` with ``tensor_size_in_bytes`` and unpacked by ``numpy_helper.to_array``.
 """
@@ -36,10 +36,12 @@ def to_ortvalue(array: np.ndarray, elem_type: int, keep_alive: list[Any]) -> Any
     if elem_type in NUMPY_NATIVE:
         keep_alive.append(array)
         return ort_c.OrtValue.ortvalue_from_numpy(array, _CPU)
-    if elem_type not in PACKED:
+    if elem_type not in PACKED and array.ndim:
         array = np.ascontiguousarray(array)
         keep_alive.append(array)
         return ort_c.OrtValue.ortvalue_from_numpy_with_onnx_type(array, elem_type)
+    # A scalar goes through onnxruntime's allocator: ``ortvalue_from_numpy_with_onnx_type``
+    # gives a 0-d array the shape [1], which an op such as Range then carries into its output.
     value = ort_c.OrtValue.ortvalue_from_shape_and_onnx_type(list(array.shape), elem_type, _CPU)
     packed = onnx.numpy_helper.from_array(array).raw_data
     size = min(len(packed), value.tensor_size_in_bytes())

@@ -30,9 +30,10 @@ from dsl.opsets import get_opset
 pytestmark = pytest.mark.slow
 
 # Cases no backend can run: neither onnxruntime nor onnx.reference implements the op
-# (or the element type) the case needs.  Each entry says which and why.  With this
-# onnxruntime (1.31) and onnx (1.23) every case has at least one backend, so the only
-# entries are conditional: onnx.reference decodes images with Pillow, an optional package.
+# (or the element type) the case needs.  Each entry says which and why.  With the
+# releases tested so far (onnxruntime 1.31 and 1.32, onnx 1.23) every case has at least
+# one backend, so the only entries are conditional: onnx.reference decodes images with
+# Pillow, an optional package.
 EXCLUDED: dict[str, str] = {}
 _IMAGE_DECODER_REASON = "onnxruntime has no ImageDecoder kernel and onnx.reference needs Pillow, which is not installed"
 

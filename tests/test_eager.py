@@ -11,17 +11,23 @@ import traceback
 
 import ml_dtypes
 import numpy as np
+import onnx
+import onnx.defs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import eager
+import eager.kernels
 from dsl import BOOL, FLOAT, INT64, EagerError, OpAttributeError, OpCallError, graph, script, types
 from dsl import opset18 as op
 from dsl.errors import DslError, DslTypeError
+from dsl.onnxruntime_limits import max_opset
 from dsl.opsets import get_opset
 from eager import EagerTensor
+from eager.ortvalues import from_ortvalue, to_ortvalue
+from tests.runtime_probes import onnxruntime_runs
 
 try:
     import torch
@@ -51,7 +57,7 @@ CASTABLE = [name for name in types.ELEMENT_TYPES if name not in ("STRING", "COMP
 @pytest.mark.parametrize("name", CASTABLE)
 def test_cast_round_trip_every_element_type(name: str) -> None:
     elem = types.ELEMENT_TYPES[name]
-    # opset 25 is the newest onnxruntime runs for Cast; the 6-bit floats exist from 28.
+    # Cast at opset 25 knows every element type but the 6-bit floats, which exist from 28.
     opset = get_opset("", 28 if name.startswith("FLOAT6") else 25)
     x = np.array(_exact_values(name), dtype=F32)
     y = opset.Cast(x, to=elem.enum)
@@ -92,13 +98,39 @@ def test_add_matches_numpy_for_numeric_types(dtype: type) -> None:
     np.testing.assert_array_equal(got.astype(np.float64), (a.astype(np.float64) + b.astype(np.float64)))
 
 
-def test_float16_runs_in_onnxruntime_and_bfloat16_arithmetic_falls_back() -> None:
+def _expected_backend(op_type: str, opset: int, inputs: list[np.ndarray], **attributes: object) -> str:
+    return "onnxruntime" if onnxruntime_runs(op_type, opset, inputs, **attributes) else "onnx.reference"
+
+
+def test_float16_and_bfloat16_arithmetic_run_where_onnxruntime_has_a_kernel() -> None:
     half = np.array([1.5, -2.0], dtype=np.float16)
     assert op.Mul(half, half).tolist() == [2.25, 4.0]
-    assert eager.last_backend().backend == "onnxruntime"
+    assert eager.last_backend().backend == _expected_backend("Mul", 18, [half, half])
     brain = half.astype(ml_dtypes.bfloat16)
     assert op.Mul(brain, brain).tolist() == [2.25, 4.0]
-    assert eager.last_backend().backend == "onnx.reference"  # onnxruntime's CPU Mul has no bfloat16 kernel
+    assert eager.last_backend().backend == _expected_backend("Mul", 18, [brain, brain])
+
+
+@pytest.mark.parametrize("elem", [types.BFLOAT16, types.FLOAT8E4M3FN, types.FLOAT16, types.FLOAT4E2M1],
+                         ids=lambda elem: elem.name)
+@pytest.mark.parametrize("shape", [(), (1,), (2, 1), (0, 3)], ids=str)
+def test_values_passed_to_onnxruntime_keep_their_shape(elem: types.ElementType, shape: tuple[int, ...]) -> None:
+    # The raw-buffer path for the types numpy's bridge refuses, checked without choosing an op:
+    # a scalar must stay a scalar (a 0-d bfloat16 once became shape (1,)).
+    array = np.full(shape, 1.5, dtype=F32).astype(elem.dtype)
+    value = to_ortvalue(array, elem.enum, [])
+    assert list(value.shape()) == list(shape)
+    back = from_ortvalue(value, elem.enum)
+    assert back is not None and back.shape == shape and back.dtype == array.dtype
+    np.testing.assert_array_equal(back.astype(F32), array.astype(F32))
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float32, np.int64])
+def test_range_of_scalars_is_rank_one_on_either_backend(dtype: type) -> None:
+    start, limit, delta = (np.array(v, dtype=dtype) for v in (1, 5, 2))
+    got = get_opset("", 27).Range(start, limit, delta)
+    assert got.shape == (2,) and got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.astype(F32), [1.0, 3.0])
 
 
 def test_python_scalars_take_the_tensor_element_type() -> None:
@@ -264,36 +296,94 @@ def test_bad_cache_size() -> None:
 # ------------------------------------------------------------- backend selection
 
 
-def test_newer_opset_runs_in_onnxruntime_at_the_schema_version() -> None:
-    # Relu at opset 28 is the opset-14 schema; onnxruntime (which loads opsets <= 26) runs it.
-    x = np.array([-1.0, 2.0], dtype=F32)
-    assert get_opset("", 28).Relu.since_version == 14
-    np.testing.assert_array_equal(get_opset("", 28).Relu(x), [0.0, 2.0])
-    assert eager.last_backend().backend == "onnxruntime"
-    # BitShift changed in opset 28 (onnx 1.23): that schema runs in onnx.reference.
-    shifted = get_opset("", 28).BitShift(np.array([1, 2], np.uint32), np.array([1, 1], np.uint32), direction="LEFT")
-    np.testing.assert_array_equal(shifted, [2, 4])
-    assert eager.last_backend().backend == "onnx.reference"
-    assert "BitShift changed in opset 28" in eager.last_backend().reason
+NEWEST = onnx.defs.onnx_opset_version()
 
 
-def test_fallback_to_onnx_reference_is_reported(caplog) -> None:
+def _changed_in(opset: int) -> set[str]:
+    """ai.onnx ops whose schema in force at ``opset`` was introduced at ``opset``."""
+    return {
+        schema.name for schema in onnx.defs.get_all_schemas_with_history()
+        if schema.domain == "" and schema.since_version == opset and not schema.deprecated
+    }
+
+
+@pytest.fixture
+def older_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> int:
+    """eager mode facing an onnxruntime that loads ai.onnx opsets up to below NEWEST.
+
+    Whatever the installed release loads, this makes the opset-newer-than-onnxruntime
+    path run: the one-op models are built and refused exactly as for a real older release
+    (the limit is never above what the installed onnxruntime really loads).
+    """
+    limit = min(NEWEST - 1, max_opset())
     eager.clear_cache()
-    x = np.array([0.5, 1.0, -2.0], dtype=F32)
-    with caplog.at_level(logging.INFO, logger="eager"):
-        got = get_opset("", 23).Cast(x, to=types.FLOAT4E2M1.enum)  # onnxruntime has no such Cast
+    monkeypatch.setattr(eager.kernels, "max_opset", lambda: limit)
+    yield limit
+    eager.clear_cache()
+
+
+def test_newer_opset_runs_in_onnxruntime_at_the_schema_version(older_onnxruntime: int) -> None:
+    # Relu at the newest opset is the opset-14 schema, which the older onnxruntime knows.
+    x = np.array([-1.0, 2.0], dtype=F32)
+    relu = get_opset("", NEWEST).Relu
+    assert relu.since_version == 14 < older_onnxruntime
+    np.testing.assert_array_equal(relu(x), [0.0, 2.0])
+    assert eager.last_backend().backend == "onnxruntime"
+
+
+@pytest.mark.parametrize("name", ["BitShift", "Celu"])
+def test_op_newer_than_onnxruntime_falls_back(older_onnxruntime: int, name: str) -> None:
+    if name not in _changed_in(NEWEST):
+        pytest.skip(f"{name} did not change in opset {NEWEST}, the newest of onnx {onnx.__version__}")
+    x = np.array([1, 2], np.uint32) if name == "BitShift" else np.array([-1.0, 2.0], dtype=F32)
+    newest = get_opset("", NEWEST)
+    if name == "BitShift":
+        got = newest.BitShift(x, np.array([1, 1], np.uint32), direction="LEFT")
+        np.testing.assert_array_equal(got, [2, 4])
+    else:
+        np.testing.assert_allclose(newest.Celu(x), np.where(x > 0, x, np.exp(x) - 1), rtol=1e-6)
     report = eager.last_backend()
     assert report.backend == "onnx.reference"
-    assert "NOT_IMPLEMENTED" in report.reason
-    assert any("onnx.reference" in record.getMessage() for record in caplog.records)
-    np.testing.assert_array_equal(got.astype(F32), x.astype(ml_dtypes.float4_e2m1fn).astype(F32))
+    assert f"{name} changed in opset {NEWEST}" in report.reason
+    assert f"up to {older_onnxruntime}" in report.reason
 
 
-def test_op_newer_than_onnxruntime_falls_back() -> None:
-    x = np.array([-1.0, 2.0], dtype=F32)
-    got = get_opset("", 28).Celu(x)  # Celu changed in opset 28, which onnxruntime 1.31 refuses
-    np.testing.assert_allclose(got, np.where(x > 0, x, np.exp(x) - 1), rtol=1e-6)
+def test_fallback_to_onnx_reference_is_reported(older_onnxruntime: int, caplog: pytest.LogCaptureFixture) -> None:
+    if "Celu" not in _changed_in(NEWEST):
+        pytest.skip(f"Celu did not change in opset {NEWEST}, the newest of onnx {onnx.__version__}")
+    with caplog.at_level(logging.INFO, logger="eager"):
+        get_opset("", NEWEST).Celu(np.array([0.5, -1.0], dtype=F32))
     assert eager.last_backend().backend == "onnx.reference"
+    assert any("onnx.reference" in record.getMessage() and "Celu" in record.getMessage()
+               for record in caplog.records)
+
+
+@pytest.mark.parametrize("name", sorted(_changed_in(NEWEST) & {"BitShift", "Celu"}))
+def test_newest_opset_backend_follows_the_installed_onnxruntime(name: str) -> None:
+    eager.clear_cache()
+    if name == "BitShift":
+        args = [np.array([1, 2], np.uint32), np.array([1, 1], np.uint32)]
+        got = get_opset("", NEWEST).BitShift(*args, direction="LEFT")
+        np.testing.assert_array_equal(got, [2, 4])
+        expected = _expected_backend("BitShift", NEWEST, args, direction="LEFT")
+    else:
+        x = np.array([-1.0, 2.0], dtype=F32)
+        np.testing.assert_allclose(get_opset("", NEWEST).Celu(x), np.where(x > 0, x, np.exp(x) - 1), rtol=1e-6)
+        expected = _expected_backend("Celu", NEWEST, [x])
+    if max_opset() < NEWEST:  # eager never offers onnxruntime an opset it does not load
+        expected = "onnx.reference"
+    assert eager.last_backend().backend == expected
+
+
+def test_cast_to_float4_runs_on_whichever_backend_can() -> None:
+    eager.clear_cache()
+    x = np.array([0.5, 1.0, -2.0], dtype=F32)
+    got = get_opset("", 23).Cast(x, to=types.FLOAT4E2M1.enum)
+    np.testing.assert_array_equal(got.astype(F32), x.astype(ml_dtypes.float4_e2m1fn).astype(F32))
+    report = eager.last_backend()
+    assert report.backend == _expected_backend("Cast", 23, [x], to=types.FLOAT4E2M1.enum)
+    if report.backend == "onnx.reference":  # the refusal is onnxruntime's own words
+        assert report.reason
 
 
 def test_both_backends_failing_reports_both_errors() -> None:

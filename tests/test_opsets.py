@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.defs
+import onnxruntime
 import pytest
 
 import dsl
@@ -20,8 +21,6 @@ def test_module_level_opsets_are_shared_and_lazy() -> None:
 
 
 def test_default_opset_is_what_onnxruntime_loads() -> None:
-    import onnxruntime
-
     version = dsl.opset.version
     graph = onnx.helper.make_graph(
         [onnx.helper.make_node("Relu", ["x"], ["y"])],
@@ -44,6 +43,26 @@ def test_default_opset_is_what_onnxruntime_loads() -> None:
     assert loads(version)
     if version < onnx.defs.onnx_opset_version():
         assert not loads(version + 1)
+
+
+def test_ir_version_is_the_newest_onnxruntime_loads() -> None:
+    from dsl.onnxruntime_limits import max_ir_version
+
+    def loads(ir_version: int) -> bool:
+        graph = onnx.helper.make_graph(
+            [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+            [onnx.helper.make_tensor_value_info("x", 1, [1])], [onnx.helper.make_tensor_value_info("y", 1, [1])],
+        )
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=ir_version)
+        try:
+            onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:  # any refusal: onnxruntime does not load this IR version
+            return False
+        return True
+
+    assert loads(max_ir_version())
+    if max_ir_version() < onnx.IR_VERSION:
+        assert not loads(max_ir_version() + 1)
 
 
 def test_version_beyond_onnx_is_refused() -> None:
