@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from dsl.errors import DslError, DslNameError, ModelLoadError
-from dsl.script import ScriptFunction
+from dsl.script_function import ScriptFunction
 
 __all__ = ["split_spec", "load_script_function", "model_options"]
 

@@ -13,6 +13,7 @@ default, IR 14, it refuses), the model-local functions, and output types (from
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 from typing import Any
 
 import numpy as np
@@ -1012,7 +1013,10 @@ def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrid
         output.type.CopyFrom(merged)
 
 
+@functools.cache
 def _version() -> str:
-    from dsl import __version__
-
-    return __version__
+    # The installed distribution's version (pyproject's), without importing the dsl facade.
+    try:
+        return importlib.metadata.version("onnxquill")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"

@@ -6,15 +6,19 @@
 ...     return 0.5 * x * (1.0 + op.Erf(x / 1.4142135))
 >>> model = gelu.to_model_proto()          # doctest: +SKIP
 
-This module only re-exports the public API; opsets (``opset18``, ``opset``,
-``ai_onnx_ml3``, ...) are created on first access.
+This module re-exports the public API, each name loaded on first access (so
+``import dsl.ir`` loads the core only, and ``import dsl`` neither onnx's schemas nor
+onnxruntime); opsets (``opset18``, ``opset``, ``ai_onnx_ml3``, ...) are created on
+first access too.  It installs the eager runner that ``Op.__call__`` uses
+(``dsl.hooks``), importing ``eager`` on the first eager call.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from dsl import ir
+from dsl import hooks, ir
 from dsl.errors import (
     ConversionError,
     DslError,
@@ -30,67 +34,105 @@ from dsl.errors import (
     UnknownOpError,
     UnsupportedSyntaxError,
 )
-from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
-from dsl.opsets import Op, Opset
-from dsl.script import GraphFunction, ScriptFunction, graph, script
-from dsl.types import (
-    BFLOAT16,
-    BOOL,
-    COMPLEX64,
-    COMPLEX128,
-    DOUBLE,
-    FLOAT,
-    FLOAT4E2M1,
-    FLOAT6E2M3,
-    FLOAT6E3M2,
-    FLOAT8E4M3FN,
-    FLOAT8E4M3FNUZ,
-    FLOAT8E5M2,
-    FLOAT8E5M2FNUZ,
-    FLOAT8E8M0,
-    FLOAT16,
-    INT2,
-    INT4,
-    INT8,
-    INT16,
-    INT32,
-    INT64,
-    STRING,
-    UINT2,
-    UINT4,
-    UINT8,
-    UINT16,
-    UINT32,
-    UINT64,
-    Optional,
-    Sequence,
-)
 
 if TYPE_CHECKING:
+    from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
     from dsl.op_signatures import opset as opset
+    from dsl.opsets import Op, Opset
+    from dsl.script_function import GraphFunction, ScriptFunction, graph, script
+    from dsl.types import (
+        BFLOAT16,
+        BOOL,
+        COMPLEX64,
+        COMPLEX128,
+        DOUBLE,
+        FLOAT,
+        FLOAT4E2M1,
+        FLOAT6E2M3,
+        FLOAT6E3M2,
+        FLOAT8E4M3FN,
+        FLOAT8E4M3FNUZ,
+        FLOAT8E5M2,
+        FLOAT8E5M2FNUZ,
+        FLOAT8E8M0,
+        FLOAT16,
+        INT2,
+        INT4,
+        INT8,
+        INT16,
+        INT32,
+        INT64,
+        STRING,
+        UINT2,
+        UINT4,
+        UINT8,
+        UINT16,
+        UINT32,
+        UINT64,
+        Optional,
+        Sequence,
+    )
 
 __version__ = "0.1.0"
+
+_ELEMENT_TYPES = ir.ELEMENT_TYPE_NAMES
+
+# Public name -> the module that defines it; loaded on first access by __getattr__.
+_LAZY: dict[str, str] = {
+    "script": "dsl.script_function",
+    "graph": "dsl.script_function",
+    "ScriptFunction": "dsl.script_function",
+    "GraphFunction": "dsl.script_function",
+    "Op": "dsl.opsets",
+    "Opset": "dsl.opsets",
+    "Initializer": "dsl.frontend.weights",
+    "initializer": "dsl.frontend.weights",
+    "load_weights": "dsl.frontend.weights",
+    "sparse_initializer": "dsl.frontend.weights",
+    "sparse_tensor": "dsl.frontend.weights",
+}
+# Element types and the Optional/Sequence annotations come from dsl.types.
+_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", *_ELEMENT_TYPES))
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "Op", "Opset",
     "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor",
-    "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
-    "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
-    "MarkupError", "ModelLoadError", "EagerError", "ConversionError",
     "BFLOAT16", "BOOL", "COMPLEX64", "COMPLEX128", "DOUBLE", "FLOAT", "FLOAT4E2M1",
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
     "INT64", "STRING", "UINT2", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
-    "Optional", "Sequence", "opset",
+    "Optional", "Sequence",
+    "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
+    "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
+    "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # opset18, opset, ai_onnx_ml3, ... are made on first access (see dsl.opsets).
-    from dsl import opsets
+def _run_op_eagerly(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # The first eager call loads eager (and onnxruntime); later calls go to it directly.
+    from eager import call_op
 
+    hooks.run_op_eagerly = call_op
+    return call_op(op, args, kwargs)
+
+
+hooks.run_op_eagerly = _run_op_eagerly
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    # opset18, opset, ai_onnx_ml3, ... are made on first access (see dsl.opsets).
+    opsets = import_module("dsl.opsets")
     try:
         return getattr(opsets, name)
     except AttributeError:
         raise AttributeError(f"module 'dsl' has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,13 +6,15 @@ evaluator) read them.  Values are objects, not names, so renaming or moving a va
 never leaves a dangling reference; names are only resolved when a back end writes text.
 
 Element types are stored as ONNX ``TensorProto.DataType`` integers so that this module
-needs no import of onnx; ``dsl.types`` holds the tables that give them names and numpy
-dtypes.
+needs no import of onnx; their names are here (for reprs), ``dsl.types`` adds numpy
+dtypes and annotation objects.  :func:`walk` is the one way to visit every node of a
+graph and of the subgraphs in its attributes; :func:`use_counts` counts readers.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -36,7 +38,27 @@ __all__ = [
     "Graph",
     "Function",
     "Model",
+    "ELEMENT_TYPE_NAMES",
+    "element_type_name",
+    "subgraphs",
+    "walk",
+    "use_counts",
 ]
+
+# ONNX ``TensorProto.DataType`` names, index = number - 1 (ONNX's own numbering).
+ELEMENT_TYPE_NAMES: tuple[str, ...] = (
+    "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING", "BOOL", "FLOAT16",
+    "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN",
+    "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0",
+    "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2",
+)
+
+
+def element_type_name(enum: int) -> str:
+    """``1 -> "FLOAT"``; unknown numbers render as ``"DataType(N)"`` rather than failing."""
+    if 1 <= enum <= len(ELEMENT_TYPE_NAMES):
+        return ELEMENT_TYPE_NAMES[enum - 1]
+    return f"DataType({enum})"
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,8 +99,6 @@ class TensorType:
         return None if self.shape is None else len(self.shape)
 
     def __repr__(self) -> str:
-        from dsl.types import element_type_name  # local: ir must not depend on types
-
         name = element_type_name(self.elem_type)
         if self.shape is None:
             return f"{name}[...]"
@@ -142,8 +162,6 @@ class Tensor:
         return tuple(int(d) for d in self.array.shape)
 
     def __repr__(self) -> str:
-        from dsl.types import element_type_name
-
         return f"Tensor({element_type_name(self.elem_type)}{list(self.shape)}, name={self.name!r})"
 
 
@@ -323,23 +341,17 @@ class Function:
 
     def callees(self) -> list[Function]:
         """Every function called from this one (transitively, subgraphs included), callees first."""
-        seen: dict[int, Function] = {}
+        seen: set[int] = set()
         order: list[Function] = []
 
-        def visit_graph(graph: Graph) -> None:
-            for node in graph.nodes:
+        def visit(graph: Graph) -> None:
+            for node, _ in walk(graph):
                 if node.callee is not None and id(node.callee) not in seen:
-                    seen[id(node.callee)] = node.callee
-                    visit_graph(node.callee.graph)
+                    seen.add(id(node.callee))
+                    visit(node.callee.graph)
                     order.append(node.callee)
-                for attr in node.attributes.values():
-                    if attr.kind == AttrKind.GRAPH and attr.value is not None:
-                        visit_graph(attr.value)
-                    elif attr.kind == AttrKind.GRAPHS and attr.value is not None:
-                        for sub in attr.value:
-                            visit_graph(sub)
 
-        visit_graph(self.graph)
+        visit(self.graph)
         return order
 
     def __repr__(self) -> str:
@@ -363,3 +375,57 @@ class Model:
     doc_string: str = ""
     metadata_props: dict[str, str] = field(default_factory=dict)
     location: SourceLocation | None = field(default=None, repr=False)
+
+
+# ------------------------------------------------------------------------- walking
+
+
+def subgraphs(node: Node) -> Iterator[Graph]:
+    """The graphs held by ``node``'s GRAPH and GRAPHS attributes (If branches, Loop bodies)."""
+    for attr in node.attributes.values():
+        if attr.value is None:
+            continue
+        if attr.kind == AttrKind.GRAPH:
+            yield attr.value
+        elif attr.kind == AttrKind.GRAPHS:
+            yield from attr.value
+
+
+def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
+    """Every node of ``graph`` and of its nested subgraphs, each with the graph it is in.
+
+    A node comes before the nodes of its own subgraphs (pre-order), so a reader meets a
+    value's outer-scope producer before any subgraph node that captures it.  Function
+    bodies of callees are not entered: a callee is its own graph (walk ``node.callee.graph``).
+    Graphs a caller replaces while walking are seen as they are when reached.
+    """
+    stack: list[tuple[Graph, int]] = [(graph, 0)]
+    while stack:
+        current, position = stack.pop()
+        nodes = current.nodes
+        while position < len(nodes):
+            node = nodes[position]
+            position += 1
+            yield node, current
+            inner = list(subgraphs(node))
+            if inner:
+                stack.append((current, position))
+                stack.extend((sub, 0) for sub in reversed(inner))
+                break
+
+
+def use_counts(graph: Graph) -> dict[Value, int]:
+    """How often each value is read: as a node input anywhere in ``graph`` and its
+    subgraphs (outer-scope captures included), or as an output of ``graph`` or a subgraph.
+    Values nobody reads are absent."""
+    counts: dict[Value, int] = {}
+    for value in graph.outputs:
+        counts[value] = counts.get(value, 0) + 1
+    for node, _ in walk(graph):
+        for read in node.inputs:
+            if read is not None:
+                counts[read] = counts.get(read, 0) + 1
+        for sub in subgraphs(node):
+            for value in sub.outputs:
+                counts[value] = counts.get(value, 0) + 1
+    return counts

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dsl import ir, types
+from dsl import hooks, ir, types
 from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpError
 
 if TYPE_CHECKING:
@@ -407,15 +407,8 @@ class Op:
     # -------------------------------------------------------------------------- eager
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _eager_call_op()(self, args, kwargs)
-
-
-@functools.cache
-def _eager_call_op() -> Any:
-    # Imported on the first eager call only: compiling never needs onnxruntime.
-    from eager import call_op
-
-    return call_op
+        # Outside @script an op runs eagerly, through the runner the dsl facade installs.
+        return hooks.run_op_eagerly(self, args, kwargs)
 
 
 def _is_variadic(formal: Any) -> bool:

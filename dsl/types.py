@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from dsl.errors import AnnotationError
-from dsl.ir import OptionalType, SequenceType, TensorType
+from dsl.ir import ELEMENT_TYPE_NAMES, OptionalType, SequenceType, TensorType, element_type_name
 
 __all__ = [
     "ElementType",
@@ -75,36 +75,16 @@ class ElementType:
         return self.name
 
 
-# (name, DataType number, numpy dtype name or None); order is ONNX's numbering.
+# numpy dtype names (ml_dtypes for the narrow floats and ints), in ONNX's numbering
+# (the names are ``ir.ELEMENT_TYPE_NAMES``).
+_NUMPY_NAMES: tuple[str, ...] = (
+    "float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "object", "bool", "float16",
+    "float64", "uint32", "uint64", "complex64", "complex128", "bfloat16", "float8_e4m3fn",
+    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4", "float4_e2m1fn",
+    "float8_e8m0fnu", "uint2", "int2", "float6_e2m3fn", "float6_e3m2fn",
+)
 _TABLE: list[tuple[str, int, str | None]] = [
-    ("FLOAT", 1, "float32"),
-    ("UINT8", 2, "uint8"),
-    ("INT8", 3, "int8"),
-    ("UINT16", 4, "uint16"),
-    ("INT16", 5, "int16"),
-    ("INT32", 6, "int32"),
-    ("INT64", 7, "int64"),
-    ("STRING", 8, "object"),
-    ("BOOL", 9, "bool"),
-    ("FLOAT16", 10, "float16"),
-    ("DOUBLE", 11, "float64"),
-    ("UINT32", 12, "uint32"),
-    ("UINT64", 13, "uint64"),
-    ("COMPLEX64", 14, "complex64"),
-    ("COMPLEX128", 15, "complex128"),
-    ("BFLOAT16", 16, "bfloat16"),
-    ("FLOAT8E4M3FN", 17, "float8_e4m3fn"),
-    ("FLOAT8E4M3FNUZ", 18, "float8_e4m3fnuz"),
-    ("FLOAT8E5M2", 19, "float8_e5m2"),
-    ("FLOAT8E5M2FNUZ", 20, "float8_e5m2fnuz"),
-    ("UINT4", 21, "uint4"),
-    ("INT4", 22, "int4"),
-    ("FLOAT4E2M1", 23, "float4_e2m1fn"),
-    ("FLOAT8E8M0", 24, "float8_e8m0fnu"),
-    ("UINT2", 25, "uint2"),
-    ("INT2", 26, "int2"),
-    ("FLOAT6E2M3", 27, "float6_e2m3fn"),
-    ("FLOAT6E3M2", 28, "float6_e3m2fn"),
+    (name, number, dtype) for number, (name, dtype) in enumerate(zip(ELEMENT_TYPE_NAMES, _NUMPY_NAMES), start=1)
 ]
 
 ELEMENT_TYPES: dict[str, ElementType] = {name: ElementType(name, num, dt) for name, num, dt in _TABLE}
@@ -144,12 +124,6 @@ FLOAT6E2M3 = ELEMENT_TYPES["FLOAT6E2M3"]
 FLOAT6E3M2 = ELEMENT_TYPES["FLOAT6E3M2"]
 
 __all__ += list(ELEMENT_TYPES)
-
-
-def element_type_name(enum: int) -> str:
-    """``1 -> "FLOAT"``; unknown numbers render as ``"DataType(N)"`` rather than failing."""
-    found = _BY_ENUM.get(enum)
-    return found.name if found is not None else f"DataType({enum})"
 
 
 def element_type_from_name(name: str) -> ElementType:

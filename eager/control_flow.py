@@ -33,7 +33,7 @@ class _GraphFunctionLike(Protocol):
 
 
 def _is_graph_function(value: Any) -> TypeGuard[_GraphFunctionLike]:
-    # Recognised by shape, not imported: dsl.script is the facade above eager, not below it.
+    # Recognised by shape, not imported: dsl.script_function is the facade above eager, not below it.
     return type(value).__name__ == "GraphFunction" and hasattr(value, "python_function")
 
 

@@ -18,7 +18,7 @@ __all__ = ["compile_script"]
 
 
 def compile_script(script_function: Any) -> ir.Function:
-    """Compile a :class:`dsl.script.ScriptFunction` into an IR function.
+    """Compile a :class:`dsl.script_function.ScriptFunction` into an IR function.
 
     Every mistake in the function raises a :class:`dsl.errors.DslError` that points at
     the offending source.

@@ -17,7 +17,7 @@ from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
 from dsl.frontend.expressions import register_expression
 from dsl.opsets import Op, python_to_attr
-from dsl.script import GraphFunction, ScriptFunction
+from dsl.script_function import GraphFunction, ScriptFunction
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase

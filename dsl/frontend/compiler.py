@@ -90,7 +90,7 @@ class Origin:
 
 
 class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler):
-    """Compiles one :class:`dsl.script.ScriptFunction` into an :class:`ir.Function`."""
+    """Compiles one :class:`dsl.script_function.ScriptFunction` into an :class:`ir.Function`."""
 
     def __init__(self, script_function: Any) -> None:
         self.script_function = script_function

@@ -33,7 +33,7 @@ def referenced_opsets(
 ) -> tuple[dict[str, int], list[Any]]:
     """Domain -> version of the opsets the function names, and the scripted functions it
     names (whose opset decides when the function calls no op itself)."""
-    from dsl.script import ScriptFunction
+    from dsl.script_function import ScriptFunction
 
     names: dict[str, None] = {}
     for nested in _code_objects(code):

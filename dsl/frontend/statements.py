@@ -237,7 +237,7 @@ class StatementCompiler(_CompilerBase):
 
     # ------------------------------------------------------------ nested defs
     def stmt_functiondef(self, node: ast.FunctionDef) -> None:
-        from dsl.script import graph
+        from dsl.script_function import graph
 
         decorators = node.decorator_list
         only = decorators[0] if len(decorators) == 1 else None

@@ -1,0 +1,22 @@
+"""Behaviour a lower layer calls and a facade supplies, so no arrow points up.
+
+An ``Op`` called on numpy arrays outside ``@script`` runs eagerly, but ``dsl.opsets``
+(knowledge) may not import ``eager`` (a back end).  ``dsl/__init__.py`` — which Python
+runs before any ``dsl`` submodule — installs the runner here; opsets read it.  Each hook
+is a plain attribute of this module, set once at import; nothing is discovered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_op_eagerly"]
+
+
+def _not_installed(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    raise RuntimeError("dsl.hooks.run_op_eagerly is installed by dsl/__init__.py; it was replaced by None")
+
+
+# (op, positional arguments, keyword arguments) -> the eager result of calling ``op``.
+run_op_eagerly: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = _not_installed
