@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import converter
 from converter.from_onnx import model_from_proto
+from converter.python_source import model_to_python
 from converter.script_module import load_script_function
-from converter.to_python import model_to_python
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 

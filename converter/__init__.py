@@ -14,11 +14,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-# The Python back end needs no onnx; importing it here also keeps the package attribute
-# ``to_python`` the function below rather than the submodule of the same name.
-import converter.to_python as _python_back_end
-
 if TYPE_CHECKING:
+    from converter.python_source import PythonSource
     from dsl import ir
 
 __all__ = ["to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic"]
@@ -28,17 +25,19 @@ def to_python(
     model_or_path: Any,
     weights_path: str | os.PathLike[str] | None = None,
     **options: Any,
-) -> str:
+) -> PythonSource:
     """Python source for ``@script`` that rebuilds a model (a path, a proto or IR).
 
     Tensors larger than ``inline_limit`` (16 elements) are saved to ``weights_path``
     (an ``.npz``) and loaded by the generated code as initializers; without it every
-    tensor is written inline.  Other options as
-    :func:`converter.to_python.model_to_python`.
+    tensor is written inline.  The source is a ``str`` whose ``weights_path`` names the
+    weights file written (None if none was).  Other options as
+    :func:`converter.python_source.model_to_python`.
 
     >>> import converter
     >>> print(converter.to_python("model.onnx", "model.npz"))   # doctest: +SKIP
     """
+    from converter.python_source import model_to_python
     from dsl import ir
 
     model: ir.Model | ir.Function | ir.Graph
@@ -49,7 +48,7 @@ def to_python(
 
         model = _from_proto(model_or_path)
     try:
-        return _python_back_end.model_to_python(model, weights_path, **options)
+        return model_to_python(model, weights_path, **options)
     except (AttributeError, TypeError) as error:  # text where a corrupt file holds bytes?
         _raise_if_undecodable(model, error)
         raise
@@ -74,17 +73,18 @@ def write_python(
     source_path: str | os.PathLike[str],
     weights_path: str | os.PathLike[str] | None = None,
     **options: Any,
-) -> str:
+) -> PythonSource:
     """Write the ``@script`` source of a model to ``source_path``, its large tensors beside it.
 
     What ``onnxquill to-python MODEL -o SOURCE`` does: the weights file defaults to
     ``source_path`` with the suffix ``.npz``, and the generated code loads it relative
     to its own folder, so the two files move together.  Both files are rewritten in
-    place (see :mod:`converter.in_place`).  Returns the source.
+    place (see :mod:`dsl.file_writing`).  Returns the source, as :func:`to_python`
+    (its ``weights_path`` is None when every tensor was written inline, no weights file).
 
     >>> converter.write_python("model.onnx", "model.py")   # doctest: +SKIP
     """
-    from converter.in_place import write_text
+    from dsl.file_writing import write_text
 
     if weights_path is None:
         weights_path = os.path.splitext(os.fspath(source_path))[0] + ".npz"

@@ -73,8 +73,7 @@ def _run_to_python(args: argparse.Namespace) -> int:
     if args.output:
         weights = args.weights or os.path.splitext(args.output)[0] + ".npz"
         source = write_python(model, args.output, weights, inline_limit=args.inline_limit)
-        wrote_weights = "\nweights = load_weights(__file__, " in source  # (only written when there are some)
-        print(f"wrote {args.output}" + (f" (weights: {weights})" if wrote_weights else ""))
+        print(f"wrote {args.output}" + (f" (weights: {source.weights_path})" if source.weights_path else ""))
     else:
         sys.stdout.write(to_python(model, args.weights, inline_limit=args.inline_limit))
     return 0

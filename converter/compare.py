@@ -18,13 +18,22 @@ their sinks, in order of op type.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
+from converter.compare_values import (
+    Different,
+    Step,
+    at_step,
+    compare_sparse,
+    compare_tensors,
+    compare_types,
+    render,
+    same_floats,
+    sparse_key,
+    tensor_key,
+)
 from dsl.errors import DslTypeError
 
 __all__ = ["isomorphic", "assert_isomorphic", "first_difference"]
@@ -76,43 +85,20 @@ def first_difference(first: Any, second: Any, *, check_metadata: bool = False) -
                 f"isomorphic compares ModelProto, FunctionProto or GraphProto, not {type(first).__name__}",
                 hint="load files with onnx.load, or pass @script functions' .to_model_proto()",
             )
-    except _Different as difference:
+    except Different as difference:
         return str(difference)
     return None
-
-
-class _Different(Exception):
-    """The first difference; its text is what :func:`first_difference` returns."""
-
-
-@dataclass(slots=True)
-class _Step:
-    """How the walk reached a value pair, kept as a linked list and rendered only on failure."""
-
-    label: str
-    parent: _Step | None
-
-
-def _render(step: _Step | None) -> str:
-    """The way back to a graph output, innermost first; long paths keep both ends."""
-    labels: list[str] = []
-    while step is not None:
-        labels.append(step.label)
-        step = step.parent
-    if len(labels) > 8:
-        labels = [*labels[:6], f"... {len(labels) - 7} more ...", labels[-1]]
-    return " <- ".join(labels)
 
 
 _INPUT, _INITIALIZER, _SPARSE, _NODE = range(4)
 
 
-class _Scope:
-    """What each name of one graph (or function body) is, with the enclosing scope."""
+class _NameTable:
+    """What each name of one graph (or function body) is, with the enclosing graph's table."""
 
     __slots__ = ("graph", "initializers", "inputs", "nodes", "parent", "producers", "sparse", "where")
 
-    def __init__(self, graph: Any, parent: _Scope | None, where: str, *, is_function: bool = False) -> None:
+    def __init__(self, graph: Any, parent: _NameTable | None, where: str, *, is_function: bool = False) -> None:
         self.graph = graph
         self.parent = parent
         self.where = where
@@ -134,8 +120,8 @@ class _Scope:
                 if name:
                     self.producers[name] = (node_index, output_index)
 
-    def resolve(self, name: str) -> tuple[_Scope, int, Any] | None:
-        scope: _Scope | None = self
+    def resolve(self, name: str) -> tuple[_NameTable, int, Any] | None:
+        scope: _NameTable | None = self
         while scope is not None:
             found = scope.producers.get(name)
             if found is not None:
@@ -151,14 +137,16 @@ class _Scope:
 
 
 class _Comparison:
+    """One comparison: the pairing of values and nodes found so far, and the pairs left to visit."""
+
     def __init__(self) -> None:
-        self.scope_pairs: dict[int, _Scope] = {}  # id(first scope) -> second scope
-        self.scopes: list[tuple[_Scope, _Scope]] = []
+        self.scope_pairs: dict[int, _NameTable] = {}  # id(first scope) -> second scope
+        self.scopes: list[tuple[_NameTable, _NameTable]] = []
         self.forward: dict[tuple[int, str], tuple[int, str]] = {}
         self.backward: dict[tuple[int, str], tuple[int, str]] = {}
         self.node_pairs: dict[tuple[int, int], tuple[int, int]] = {}
         self.paired_second_nodes: set[tuple[int, int]] = set()
-        self.work: list[tuple[_Scope, str, _Scope, str, _Step]] = []
+        self.work: list[tuple[_NameTable, str, _NameTable, str, Step]] = []
         # Defaults of model-local functions' attributes, by (domain, name, overload), for
         # each side: a call that leaves out a defaulted attribute means that default.
         self.defaults: tuple[dict[Any, dict[str, Any]], dict[Any, dict[str, Any]]] = ({}, {})
@@ -169,13 +157,13 @@ class _Comparison:
         if check_metadata:
             for field_name in ("doc_string", "producer_name"):
                 if getattr(first, field_name) != getattr(second, field_name):
-                    raise _Different(
+                    raise Different(
                         f"model {field_name}: {getattr(first, field_name)!r} vs {getattr(second, field_name)!r}"
                     )
             first_props = {p.key: p.value for p in first.metadata_props}
             second_props = {p.key: p.value for p in second.metadata_props}
             if first_props != second_props:
-                raise _Different(f"metadata_props: {first_props} vs {second_props}")
+                raise Different(f"metadata_props: {first_props} vs {second_props}")
         self._opsets(first, second)
         first_functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in first.functions}
         second_functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in second.functions}
@@ -183,7 +171,7 @@ class _Comparison:
             # (key=repr throughout: a corrupt proto's names may be bytes, which do not sort with str)
             only_first = sorted(set(first_functions) - set(second_functions), key=repr)
             only_second = sorted(set(second_functions) - set(first_functions), key=repr)
-            raise _Different(
+            raise Different(
                 f"model-local functions differ: only in the first {_keys(only_first)}, "
                 f"only in the second {_keys(only_second)}"
             )
@@ -201,7 +189,7 @@ class _Comparison:
         first_opsets, second_opsets = _opset_versions(first), _opset_versions(second)
         for domain in sorted(used, key=repr):
             if first_opsets.get(domain) != second_opsets.get(domain):
-                raise _Different(
+                raise Different(
                     f"opset of domain {domain or 'ai.onnx'!r}: {first_opsets.get(domain)} vs {second_opsets.get(domain)}"
                 )
 
@@ -212,30 +200,30 @@ class _Comparison:
         first_defaults = {a.name: a for a in first.attribute_proto}
         second_defaults = {a.name: a for a in second.attribute_proto}
         if set(first.attribute) | set(first_defaults) != set(second.attribute) | set(second_defaults):
-            raise _Different(
+            raise Different(
                 f"{where}: attribute parameters {sorted([*first.attribute, *first_defaults], key=repr)} vs "
                 f"{sorted([*second.attribute, *second_defaults], key=repr)}"
             )
         if set(first_defaults) != set(second_defaults):
-            raise _Different(
+            raise Different(
                 f"{where}: attributes with defaults {sorted(first_defaults, key=repr)} vs "
                 f"{sorted(second_defaults, key=repr)}"
             )
         self._opsets(first, second)
-        first_scope = _Scope(first, None, where, is_function=True)
-        second_scope = _Scope(second, None, where, is_function=True)
+        first_scope = _NameTable(first, None, where, is_function=True)
+        second_scope = _NameTable(second, None, where, is_function=True)
         for name, attr in first_defaults.items():
-            self._attribute(attr, second_defaults[name], first_scope, second_scope, _Step(f"{where} default {name}", None))
+            self._attribute(attr, second_defaults[name], first_scope, second_scope, Step(f"{where} default {name}", None))
         self._register_scopes(first_scope, second_scope)
         if len(first.input) != len(second.input) or len(first.output) != len(second.output):
-            raise _Different(
+            raise Different(
                 f"{where}: {len(first.input)} inputs and {len(first.output)} outputs vs "
                 f"{len(second.input)} inputs and {len(second.output)} outputs"
             )
         for index, (name_a, name_b) in enumerate(zip(first.input, second.input)):
-            self._pair_names(first_scope, name_a, second_scope, name_b, _Step(f"{where} input {index}", None))
+            self._pair_names(first_scope, name_a, second_scope, name_b, Step(f"{where} input {index}", None))
         for index, (name_a, name_b) in enumerate(zip(first.output, second.output)):
-            step = _Step(f"{where} output {index} ({name_a!r} vs {name_b!r})", None)
+            step = Step(f"{where} output {index} ({name_a!r} vs {name_b!r})", None)
             self.work.append((first_scope, name_a, second_scope, name_b, step))
 
     # --------------------------------------------------------------------- graphs
@@ -244,42 +232,42 @@ class _Comparison:
         self,
         first: onnx.GraphProto,
         second: onnx.GraphProto,
-        first_parent: _Scope | None,
-        second_parent: _Scope | None,
+        first_parent: _NameTable | None,
+        second_parent: _NameTable | None,
         where: str,
         *,
         strict_types: bool,
-        step: _Step | None,
+        step: Step | None,
     ) -> None:
         if len(first.input) != len(second.input):
-            raise _Different(f"{where}: {len(first.input)} inputs vs {len(second.input)} {_at(step)}")
+            raise Different(f"{where}: {len(first.input)} inputs vs {len(second.input)} {at_step(step)}")
         if len(first.output) != len(second.output):
-            raise _Different(f"{where}: {len(first.output)} outputs vs {len(second.output)} {_at(step)}")
-        first_scope = _Scope(first, first_parent, where)
-        second_scope = _Scope(second, second_parent, where)
+            raise Different(f"{where}: {len(first.output)} outputs vs {len(second.output)} {at_step(step)}")
+        first_scope = _NameTable(first, first_parent, where)
+        second_scope = _NameTable(second, second_parent, where)
         self._register_scopes(first_scope, second_scope)
         first_inits = set(first_scope.initializers)
         second_inits = set(second_scope.initializers)
         for index, (value_a, value_b) in enumerate(zip(first.input, second.input)):
             label = f"{where} input {index} ({value_a.name!r} vs {value_b.name!r})"
-            _compare_types(value_a.type, value_b.type, label, strict_types, step)
+            compare_types(value_a.type, value_b.type, label, strict_types, step)
             if (value_a.name in first_inits) != (value_b.name in second_inits):
-                raise _Different(f"{label}: an initializer in only one of them {_at(step)}")
-            self._pair_names(first_scope, value_a.name, second_scope, value_b.name, _Step(label, step))
+                raise Different(f"{label}: an initializer in only one of them {at_step(step)}")
+            self._pair_names(first_scope, value_a.name, second_scope, value_b.name, Step(label, step))
             if value_a.name in first_inits:
-                _compare_tensors(
+                compare_tensors(
                     first_scope.initializers[value_a.name], second_scope.initializers[value_b.name], label, step
                 )
             elif (value_a.name in first_scope.sparse) != (value_b.name in second_scope.sparse):
-                raise _Different(f"{label}: a sparse initializer in only one of them {_at(step)}")
+                raise Different(f"{label}: a sparse initializer in only one of them {at_step(step)}")
             elif value_a.name in first_scope.sparse:
-                _compare_sparse(first_scope.sparse[value_a.name], second_scope.sparse[value_b.name], label, step)
+                compare_sparse(first_scope.sparse[value_a.name], second_scope.sparse[value_b.name], label, step)
         for index, (value_a, value_b) in enumerate(zip(first.output, second.output)):
             label = f"{where} output {index} ({value_a.name!r} vs {value_b.name!r})"
-            _compare_types(value_a.type, value_b.type, label, strict_types, step)
-            self.work.append((first_scope, value_a.name, second_scope, value_b.name, _Step(label, step)))
+            compare_types(value_a.type, value_b.type, label, strict_types, step)
+            self.work.append((first_scope, value_a.name, second_scope, value_b.name, Step(label, step)))
 
-    def _register_scopes(self, first: _Scope, second: _Scope) -> None:
+    def _register_scopes(self, first: _NameTable, second: _NameTable) -> None:
         self.scope_pairs[id(first)] = second
         self.scopes.append((first, second))
 
@@ -302,98 +290,98 @@ class _Comparison:
             if not pushed:
                 return
 
-    def _pair_names(self, scope_a: _Scope, name_a: str, scope_b: _Scope, name_b: str, step: _Step) -> bool:
+    def _pair_names(self, scope_a: _NameTable, name_a: str, scope_b: _NameTable, name_b: str, step: Step) -> bool:
         """Record name_a <-> name_b; False when already paired (consistently)."""
         key_a = (id(scope_a), name_a)
         key_b = (id(scope_b), name_b)
         known = self.forward.get(key_a)
         if known is not None:
             if known != key_b:
-                raise _Different(
-                    f"{_render(step)}: {name_a!r} of the first corresponds to two different values of the "
+                raise Different(
+                    f"{render(step)}: {name_a!r} of the first corresponds to two different values of the "
                     f"second ({known[1]!r} and {name_b!r})"
                 )
             return False
         if key_b in self.backward:
-            raise _Different(
-                f"{_render(step)}: two different values of the first ({name_a!r} and "
+            raise Different(
+                f"{render(step)}: two different values of the first ({name_a!r} and "
                 f"{self.backward[key_b][1]!r}) correspond to {name_b!r} of the second"
             )
         self.forward[key_a] = key_b
         self.backward[key_b] = key_a
         return True
 
-    def _visit(self, scope_a: _Scope, name_a: str, scope_b: _Scope, name_b: str, step: _Step) -> None:
+    def _visit(self, scope_a: _NameTable, name_a: str, scope_b: _NameTable, name_b: str, step: Step) -> None:
         found_a = scope_a.resolve(name_a)
         found_b = scope_b.resolve(name_b)
         if found_a is None or found_b is None:
             missing = name_a if found_a is None else name_b
-            raise _Different(f"{_render(step)}: {missing!r} is not defined")
+            raise Different(f"{render(step)}: {missing!r} is not defined")
         owner_a, kind_a, what_a = found_a
         owner_b, kind_b, what_b = found_b
         if self.scope_pairs.get(id(owner_a)) is not owner_b:
-            raise _Different(f"{_render(step)}: the values belong to different graphs ({owner_a.where} vs {owner_b.where})")
+            raise Different(f"{render(step)}: the values belong to different graphs ({owner_a.where} vs {owner_b.where})")
         if not self._pair_names(owner_a, name_a, owner_b, name_b, step):
             return
         if kind_a != kind_b:
-            raise _Different(f"{_render(step)}: {_kind_word(kind_a, owner_a, what_a)} vs {_kind_word(kind_b, owner_b, what_b)}")
+            raise Different(f"{render(step)}: {_kind_word(kind_a, owner_a, what_a)} vs {_kind_word(kind_b, owner_b, what_b)}")
         if kind_a == _INPUT:
             if what_a != what_b:
-                raise _Different(f"{_render(step)}: graph input {what_a} vs graph input {what_b}")
+                raise Different(f"{render(step)}: graph input {what_a} vs graph input {what_b}")
         elif kind_a == _INITIALIZER:
-            _compare_tensors(what_a, what_b, "initializer", step)
+            compare_tensors(what_a, what_b, "initializer", step)
         elif kind_a == _SPARSE:
-            _compare_sparse(what_a, what_b, "sparse initializer", step)
+            compare_sparse(what_a, what_b, "sparse initializer", step)
         else:
             self._node_pair(owner_a, what_a, owner_b, what_b, step)
 
-    def _node_pair(self, scope_a: _Scope, where_a: tuple[int, int], scope_b: _Scope, where_b: tuple[int, int], step: _Step) -> None:
+    def _node_pair(self, scope_a: _NameTable, where_a: tuple[int, int], scope_b: _NameTable, where_b: tuple[int, int], step: Step) -> None:
         node_index_a, output_a = where_a
         node_index_b, output_b = where_b
         node_a = scope_a.nodes[node_index_a]
         node_b = scope_b.nodes[node_index_b]
         if output_a != output_b:
-            raise _Different(f"{_render(step)}: output {output_a} of {_label(node_a)} vs output {output_b} of {_label(node_b)}")
+            raise Different(f"{render(step)}: output {output_a} of {_label(node_a)} vs output {output_b} of {_label(node_b)}")
         key_a = (id(scope_a), node_index_a)
         key_b = (id(scope_b), node_index_b)
         known = self.node_pairs.get(key_a)
         if known is not None:
             if known != key_b:
-                raise _Different(f"{_render(step)}: {_label(node_a)} corresponds to two different nodes")
+                raise Different(f"{render(step)}: {_label(node_a)} corresponds to two different nodes")
             return
         if key_b in self.paired_second_nodes:
-            raise _Different(f"{_render(step)}: two nodes of the first correspond to {_label(node_b)} of the second")
+            raise Different(f"{render(step)}: two nodes of the first correspond to {_label(node_b)} of the second")
         self.node_pairs[key_a] = key_b
         self.paired_second_nodes.add(key_b)
         here = f"{_label(node_a)} vs {_label(node_b)}"
         if (_domain(node_a.domain), node_a.op_type, getattr(node_a, "overload", "")) != (
             _domain(node_b.domain), node_b.op_type, getattr(node_b, "overload", "")
         ):
-            raise _Different(f"{_render(step)}: node {here}")
-        node_step = _Step(f"node {here}", step)
+            raise Different(f"{render(step)}: node {here}")
+        node_step = Step(f"node {here}", step)
         # Omitted trailing inputs and outputs ("") mean the same as absent ones.
         inputs_a, inputs_b = _trimmed(node_a.input), _trimmed(node_b.input)
         outputs_a, outputs_b = _trimmed(node_a.output), _trimmed(node_b.output)
         if len(inputs_a) != len(inputs_b):
-            raise _Different(f"{_render(node_step)}: {len(inputs_a)} inputs vs {len(inputs_b)}")
+            raise Different(f"{render(node_step)}: {len(inputs_a)} inputs vs {len(inputs_b)}")
         if len(outputs_a) != len(outputs_b):
-            raise _Different(f"{_render(node_step)}: {len(outputs_a)} outputs vs {len(outputs_b)}")
+            raise Different(f"{render(node_step)}: {len(outputs_a)} outputs vs {len(outputs_b)}")
         for index, (out_a, out_b) in enumerate(zip(outputs_a, outputs_b)):
             if bool(out_a) != bool(out_b):
-                raise _Different(f"{_render(node_step)}: output {index} is omitted in only one of them")
+                raise Different(f"{render(node_step)}: output {index} is omitted in only one of them")
             if out_a:
                 self._pair_names(scope_a, out_a, scope_b, out_b, node_step)
         attrs_a = self._attributes_of_call(node_a, 0)
         attrs_b = self._attributes_of_call(node_b, 1)
         if set(attrs_a) != set(attrs_b):
-            raise _Different(f"{_render(node_step)}: attributes {sorted(attrs_a, key=repr)} vs {sorted(attrs_b, key=repr)}")
+            raise Different(f"{render(node_step)}: attributes {sorted(attrs_a, key=repr)} vs {sorted(attrs_b, key=repr)}")
         for name in sorted(attrs_a, key=repr):
             self._attribute(attrs_a[name], attrs_b[name], scope_a, scope_b, node_step)
         for index, (in_a, in_b) in enumerate(zip(inputs_a, inputs_b)):
             if bool(in_a) != bool(in_b):
-                raise _Different(f"{_render(node_step)}: input {index} is omitted in only one of them")
+                raise Different(f"{render(node_step)}: input {index} is omitted in only one of them")
             if in_a:
-                self.work.append((scope_a, in_a, scope_b, in_b, _Step(f"input {index} ({in_a!r} vs {in_b!r})", node_step)))
+                self.work.append((scope_a, in_a, scope_b, in_b, Step(f"input {index} ({in_a!r} vs {in_b!r})", node_step)))
 
     def _attributes_of_call(self, node: Any, side: int) -> dict[str, Any]:
         attrs = {a.name: a for a in node.attribute}
@@ -403,15 +391,15 @@ class _Comparison:
                 attrs.setdefault(name, default)
         return attrs
 
-    def _attribute(self, attr_a: Any, attr_b: Any, scope_a: _Scope, scope_b: _Scope, step: _Step) -> None:
+    def _attribute(self, attr_a: Any, attr_b: Any, scope_a: _NameTable, scope_b: _NameTable, step: Step) -> None:
 
         def label() -> str:  # rendered only for a difference: paths can be long
-            return f"{_render(step)}: attribute {attr_a.name}"
+            return f"{render(step)}: attribute {attr_a.name}"
 
         if attr_a.ref_attr_name != attr_b.ref_attr_name:
-            raise _Different(f"{label()}: refers to {attr_a.ref_attr_name!r} vs {attr_b.ref_attr_name!r}")
+            raise Different(f"{label()}: refers to {attr_a.ref_attr_name!r} vs {attr_b.ref_attr_name!r}")
         if attr_a.type != attr_b.type:
-            raise _Different(f"{label()}: kind {_kind_name(attr_a.type)} vs {_kind_name(attr_b.type)}")
+            raise Different(f"{label()}: kind {_kind_name(attr_a.type)} vs {_kind_name(attr_b.type)}")
         if attr_a.ref_attr_name:  # both refer to the same function attribute: no value to compare
             return
         value_a = onnx.helper.get_attribute_value(attr_a)
@@ -422,39 +410,39 @@ class _Comparison:
             self._subgraph(value_a, value_b, scope_a, scope_b, f"{attr_a.name}", step)
         elif kind == A.GRAPHS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label()}: {len(value_a)} graphs vs {len(value_b)}")
+                raise Different(f"{label()}: {len(value_a)} graphs vs {len(value_b)}")
             for index, (graph_a, graph_b) in enumerate(zip(value_a, value_b)):
                 self._subgraph(graph_a, graph_b, scope_a, scope_b, f"{attr_a.name}[{index}]", step)
         elif kind == A.TENSOR:
-            _compare_tensors(value_a, value_b, f"attribute {attr_a.name}", step)
+            compare_tensors(value_a, value_b, f"attribute {attr_a.name}", step)
         elif kind == A.TENSORS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label()}: {len(value_a)} tensors vs {len(value_b)}")
+                raise Different(f"{label()}: {len(value_a)} tensors vs {len(value_b)}")
             for tensor_a, tensor_b in zip(value_a, value_b):
-                _compare_tensors(tensor_a, tensor_b, f"attribute {attr_a.name}", step)
+                compare_tensors(tensor_a, tensor_b, f"attribute {attr_a.name}", step)
         elif kind == A.SPARSE_TENSOR:
-            _compare_sparse(value_a, value_b, f"attribute {attr_a.name}", step)
+            compare_sparse(value_a, value_b, f"attribute {attr_a.name}", step)
         elif kind == A.SPARSE_TENSORS:
             if len(value_a) != len(value_b):
-                raise _Different(f"{label()}: {len(value_a)} sparse tensors vs {len(value_b)}")
+                raise Different(f"{label()}: {len(value_a)} sparse tensors vs {len(value_b)}")
             for sparse_a, sparse_b in zip(value_a, value_b):
-                _compare_sparse(sparse_a, sparse_b, f"attribute {attr_a.name}", step)
+                compare_sparse(sparse_a, sparse_b, f"attribute {attr_a.name}", step)
         elif kind in (A.FLOAT, A.FLOATS):
-            if not _same_floats(value_a, value_b):
-                raise _Different(f"{label()}: {value_a!r} vs {value_b!r}")
+            if not same_floats(value_a, value_b):
+                raise Different(f"{label()}: {value_a!r} vs {value_b!r}")
         elif value_a != value_b:
-            raise _Different(f"{label()}: {_short(value_a)} vs {_short(value_b)}")
+            raise Different(f"{label()}: {_short(value_a)} vs {_short(value_b)}")
 
-    def _subgraph(self, graph_a: Any, graph_b: Any, scope_a: _Scope, scope_b: _Scope, name: str, step: _Step) -> None:
+    def _subgraph(self, graph_a: Any, graph_b: Any, scope_a: _NameTable, scope_b: _NameTable, name: str, step: Step) -> None:
         self._graph_pair(graph_a, graph_b, scope_a, scope_b, f"subgraph {name}", strict_types=False, step=step)
 
     # ------------------------------------------------------------------ dead code
 
-    def _pair_dead_nodes(self, first: _Scope, second: _Scope) -> bool:
+    def _pair_dead_nodes(self, first: _NameTable, second: _NameTable) -> bool:
         unpaired_a = [i for i in range(len(first.nodes)) if (id(first), i) not in self.node_pairs]
         unpaired_b = [i for i in range(len(second.nodes)) if (id(second), i) not in self.paired_second_nodes]
         if len(unpaired_a) != len(unpaired_b):
-            raise _Different(
+            raise Different(
                 f"{first.where}: {len(unpaired_a)} nodes no output depends on vs {len(unpaired_b)} "
                 f"({len(first.nodes)} nodes in all vs {len(second.nodes)})"
             )
@@ -463,25 +451,25 @@ class _Comparison:
         sinks_a = _dead_sinks(first, unpaired_a)
         sinks_b = _dead_sinks(second, unpaired_b)
         if len(sinks_a) != len(sinks_b):
-            raise _Different(f"{first.where}: {len(sinks_a)} unused nodes vs {len(sinks_b)}")
+            raise Different(f"{first.where}: {len(sinks_a)} unused nodes vs {len(sinks_b)}")
         for index_a, index_b in zip(sinks_a, sinks_b):
-            step = _Step(f"{first.where}: unused {_label(first.nodes[index_a])} vs {_label(second.nodes[index_b])}", None)
+            step = Step(f"{first.where}: unused {_label(first.nodes[index_a])} vs {_label(second.nodes[index_b])}", None)
             self._node_pair(first, (index_a, 0), second, (index_b, 0), step)
         return True
 
-    def _check_initializers(self, first: _Scope, second: _Scope) -> None:
+    def _check_initializers(self, first: _NameTable, second: _NameTable) -> None:
         """Initializers nothing reads are compared as a multiset of contents."""
         unused_a = [t for name, t in first.initializers.items() if (id(first), name) not in self.forward]
         unused_b = [t for name, t in second.initializers.items() if (id(second), name) not in self.backward]
-        if Counter(map(_tensor_key, unused_a)) != Counter(map(_tensor_key, unused_b)):
-            raise _Different(
+        if Counter(map(tensor_key, unused_a)) != Counter(map(tensor_key, unused_b)):
+            raise Different(
                 f"{first.where}: unused initializers differ ({len(unused_a)} vs {len(unused_b)}: "
                 f"{[t.name for t in unused_a][:5]} vs {[t.name for t in unused_b][:5]})"
             )
         sparse_a = [t for name, t in first.sparse.items() if (id(first), name) not in self.forward]
         sparse_b = [t for name, t in second.sparse.items() if (id(second), name) not in self.backward]
-        if Counter(map(_sparse_key, sparse_a)) != Counter(map(_sparse_key, sparse_b)):
-            raise _Different(
+        if Counter(map(sparse_key, sparse_a)) != Counter(map(sparse_key, sparse_b)):
+            raise Different(
                 f"{first.where}: unused sparse initializers differ ({len(sparse_a)} vs {len(sparse_b)}: "
                 f"{[t.values.name for t in sparse_a][:5]} vs {[t.values.name for t in sparse_b][:5]})"
             )
@@ -490,7 +478,7 @@ class _Comparison:
 # ------------------------------------------------------------------------- helpers
 
 
-def _dead_sinks(scope: _Scope, unpaired: list[int]) -> list[int]:
+def _dead_sinks(scope: _NameTable, unpaired: list[int]) -> list[int]:
     read: set[str] = set()
     for index in unpaired:
         read.update(scope.nodes[index].input)
@@ -546,7 +534,7 @@ def _label(node: Any) -> str:
     return f"{op} {node.name!r}" if node.name else op
 
 
-def _kind_word(kind: int, scope: _Scope, what: Any) -> str:
+def _kind_word(kind: int, scope: _NameTable, what: Any) -> str:
     if kind == _NODE:
         return f"output {what[1]} of {_label(scope.nodes[what[0]])}"
     return {_INPUT: f"graph input {what}", _INITIALIZER: "an initializer", _SPARSE: "a sparse initializer"}[kind]
@@ -561,100 +549,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _at(step: _Step | None) -> str:
-    return f"(at {_render(step)})" if step is not None else ""
-
-
-def _same_floats(first: Any, second: Any) -> bool:
-    return bool(np.array_equal(np.asarray(first, dtype=np.float32), np.asarray(second, dtype=np.float32), equal_nan=True))
-
-
-def _compare_types(type_a: Any, type_b: Any, label: str, strict: bool, step: _Step | None) -> None:
-    """Main-graph inputs and outputs: equal types.  Subgraphs: compatible ones, since a
-    subgraph's declared types only restate what its nodes compute (a round trip may
-    leave out a shape the original spelled out)."""
-    if strict:
-        if type_a != type_b and _type_text(type_a) != _type_text(type_b):
-            raise _Different(f"{label}: type {_type_text(type_a)} vs {_type_text(type_b)} {_at(step)}")
-    elif not _compatible(type_a, type_b):
-        raise _Different(f"{label}: incompatible types {_type_text(type_a)} vs {_type_text(type_b)} {_at(step)}")
-
-
-def _compatible(type_a: Any, type_b: Any) -> bool:
-    which_a, which_b = type_a.WhichOneof("value"), type_b.WhichOneof("value")
-    if which_a is None or which_b is None:
-        return True
-    if which_a != which_b:
-        return False
-    if which_a in ("tensor_type", "sparse_tensor_type"):
-        tensor_a, tensor_b = getattr(type_a, which_a), getattr(type_b, which_b)
-        if tensor_a.elem_type and tensor_b.elem_type and tensor_a.elem_type != tensor_b.elem_type:
-            return False
-        if not (tensor_a.HasField("shape") and tensor_b.HasField("shape")):
-            return True
-        if len(tensor_a.shape.dim) != len(tensor_b.shape.dim):
-            return False
-        return all(
-            not (a.HasField("dim_value") and b.HasField("dim_value")) or a.dim_value == b.dim_value
-            for a, b in zip(tensor_a.shape.dim, tensor_b.shape.dim)
-        )
-    if which_a == "sequence_type":
-        return _compatible(type_a.sequence_type.elem_type, type_b.sequence_type.elem_type)
-    if which_a == "optional_type":
-        return _compatible(type_a.optional_type.elem_type, type_b.optional_type.elem_type)
-    return bool(type_a == type_b)
-
-
-def _type_text(type_proto: Any) -> str:
-    which = type_proto.WhichOneof("value")
-    if which is None:
-        return "untyped"
-    if which in ("tensor_type", "sparse_tensor_type"):
-        tensor = getattr(type_proto, which)
-        elem = _dtype_text(tensor.elem_type) if tensor.elem_type else "?"
-        if not tensor.HasField("shape"):
-            return f"{elem}[...]"
-        dims = [
-            str(d.dim_value) if d.HasField("dim_value") else (repr(d.dim_param) if d.HasField("dim_param") else "?")
-            for d in tensor.shape.dim
-        ]
-        return f"{elem}[{', '.join(dims)}]"
-    if which == "sequence_type":
-        return f"Sequence[{_type_text(type_proto.sequence_type.elem_type)}]"
-    if which == "optional_type":
-        return f"Optional[{_type_text(type_proto.optional_type.elem_type)}]"
-    if which == "map_type":
-        return f"Map[{type_proto.map_type.key_type}, {_type_text(type_proto.map_type.value_type)}]"
-    return which
-
-
-def _dtype_text(elem_type: int) -> str:
-    """``TensorProto.FLOAT``; a number no onnx release defines (a corrupt model) as itself."""
-    try:
-        return onnx.helper.tensor_dtype_to_string(elem_type)
-    except (KeyError, ValueError):
-        return f"element type {elem_type}"
-
-
-def _tensor_array(tensor: Any) -> np.ndarray:
-    if tensor.data_type == onnx.TensorProto.STRING and tensor.data_location != onnx.TensorProto.EXTERNAL:
-        strings = np.empty(len(tensor.string_data), dtype=object)
-        strings[:] = list(tensor.string_data)  # raw bytes: not every string is UTF-8
-        return strings
-    try:
-        return numpy_helper.to_array(tensor)
-    except (ValueError, TypeError, KeyError, OSError, onnx.checker.ValidationError) as error:
-        # Data that does not match its shape or type, or is missing: as with a name nothing
-        # defines, a malformed proto is reported, not compared.
-        raise _Different(f"tensor {tensor.name!r}: its data cannot be read ({error})") from None
-
-
-def _tensor_key(tensor: Any) -> tuple[Any, ...]:
-    array = _tensor_array(tensor)
-    payload = repr(array.tolist()) if array.dtype == object else array.tobytes()
-    return (tensor.data_type, tuple(tensor.dims), payload)
-
-
 def _opset_versions(proto: Any) -> dict[str, int]:
     """Domain -> version; a model of IR version 1 or 2 with no ai.onnx import has version 1
     (imports were introduced by IR version 3, the opset being 1 before)."""
@@ -664,54 +558,3 @@ def _opset_versions(proto: Any) -> dict[str, int]:
     return versions
 
 
-def _sparse_key(sparse: Any) -> tuple[Any, ...]:
-    return (_tensor_key(sparse.values), _tensor_key(sparse.indices), tuple(sparse.dims))
-
-
-def _compare_tensors(tensor_a: Any, tensor_b: Any, label: str, step: _Step | None) -> None:
-    where = _Where(step, label)
-    if tensor_a.data_type != tensor_b.data_type:
-        raise _Different(
-            f"{where}: element type {_dtype_text(tensor_a.data_type)} vs {_dtype_text(tensor_b.data_type)}"
-        )
-    if list(tensor_a.dims) != list(tensor_b.dims):
-        raise _Different(f"{where}: shape {list(tensor_a.dims)} vs {list(tensor_b.dims)}")
-    array_a = _tensor_array(tensor_a)
-    array_b = _tensor_array(tensor_b)
-    if array_a.dtype == object or array_b.dtype == object:
-        same = array_a.tolist() == array_b.tolist()
-    elif array_a.tobytes() == array_b.tobytes():
-        same = True
-    else:
-        same = array_a.dtype.kind in "fc" and bool(np.array_equal(array_a, array_b, equal_nan=True))
-        if not same and array_a.dtype.kind == "V":
-            # ml_dtypes floats: NaNs with different payloads are still the same value.
-            try:
-                same = bool(np.array_equal(array_a.astype(np.float32), array_b.astype(np.float32), equal_nan=True))
-            except (TypeError, ValueError):
-                same = False
-    if not same:
-        flat_a = array_a.reshape(-1)
-        flat_b = array_b.reshape(-1)
-        first = next((i for i in range(flat_a.size) if flat_a[i].tobytes() != flat_b[i].tobytes()), 0)
-        raise _Different(f"{where}: values differ at flat index {first} ({flat_a[first]!r} vs {flat_b[first]!r})")
-
-
-class _Where:
-    """The place of a tensor comparison, rendered only when there is a difference."""
-
-    __slots__ = ("label", "step")
-
-    def __init__(self, step: _Step | None, label: str) -> None:
-        self.step = step
-        self.label = label
-
-    def __str__(self) -> str:
-        return f"{_render(self.step)}: {self.label}" if self.step is not None else self.label
-
-
-def _compare_sparse(sparse_a: Any, sparse_b: Any, label: str, step: _Step | None) -> None:
-    if list(sparse_a.dims) != list(sparse_b.dims):
-        raise _Different(f"{_render(step)}: {label}: dims {list(sparse_a.dims)} vs {list(sparse_b.dims)}")
-    _compare_tensors(sparse_a.values, sparse_b.values, f"{label} values", step)
-    _compare_tensors(sparse_a.indices, sparse_b.indices, f"{label} indices", step)

@@ -26,17 +26,16 @@ linear in the size of the model.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dsl import ir
+from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -125,40 +124,11 @@ def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
     )
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large IR is built.
-
-    Building a model allocates millions of objects and frees none, so each automatic
-    collection would rescan an ever larger heap for nothing: per-node cost would grow
-    with model size.  The previous state is restored afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            _promote_young_objects()
-            gc.enable()
-
-
-def _promote_young_objects() -> None:
-    """Move the objects just made to the oldest generation without scanning them.
-
-    Re-enabled, the collector would first trace every object built meanwhile (the whole
-    IR, ~0.4 µs per node) only to find it all alive.  ``gc.freeze()`` then ``unfreeze()``
-    hands them to the oldest generation at once; full collections still see them.
-    Skipped when the program froze objects itself (unfreeze would release those too).
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>") -> ir.Model:
     """Convert a ModelProto: its graph, its model-local functions and its metadata."""
-    with gc_paused():
+    with collection_paused():
         return _model_from_proto(proto, source)
 
 
@@ -194,7 +164,7 @@ def function_from_proto(
 
 def graph_from_proto(proto: onnx.GraphProto, *, source: str = "<graph>") -> ir.Graph:
     """Convert a GraphProto on its own (it must not read values of an enclosing graph)."""
-    with gc_paused():
+    with collection_paused():
         return _Reader(source).graph(proto, None)
 
 
@@ -387,13 +357,8 @@ class _Reader:
             for name in output_names:
                 value = Value(name, None, node)
                 outputs.append(value)
-                if name:
-                    if setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
-                        raise ModelLoadError(
-                            f"{self.source}: {where}: value {name!r} is defined twice (second time by "
-                            f"{_describe_node(node_proto)})",
-                            hint="ONNX values are assigned once; the model is malformed",
-                        )
+                if name and setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
+                    raise self._defined_twice(name, node_proto, where)
             attribute_field = node_proto.attribute
             if attribute_field:
                 attrs = node.attributes
@@ -420,6 +385,15 @@ class _Reader:
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
             made.append(node)
+        self._resolve_later(unresolved, subgraphs, scope, where)
+        graph.nodes.extend(made)
+
+    def _resolve_later(
+        self, unresolved: list[tuple[ir.Node, list[str], Any]], subgraphs: list[tuple[ir.Attr, Any]], scope: _Scope,
+        where: str,
+    ) -> None:
+        """What :meth:`_nodes` left until every name of the graph is bound: inputs it could
+        not find yet (defined further down, or outside, or missing) and subgraphs."""
         for node, names, node_proto in unresolved:
             inputs = node.inputs
             for index, name in enumerate(names):
@@ -430,7 +404,12 @@ class _Reader:
                 attr.value = self.graph(attr_proto.g, scope)
             else:
                 attr.value = [self.graph(g, scope) for g in attr_proto.graphs]
-        graph.nodes.extend(made)
+
+    def _defined_twice(self, name: str, node_proto: Any, where: str) -> ModelLoadError:
+        return ModelLoadError(
+            f"{self.source}: {where}: value {name!r} is defined twice (second time by {_describe_node(node_proto)})",
+            hint="ONNX values are assigned once; the model is malformed",
+        )
 
     def _define(self, scope: _Scope, value: ir.Value) -> ir.Value:
         scope.values[value.name] = value
@@ -685,17 +664,12 @@ def _guess_kind(proto: Any) -> ir.AttrKind:
 
 
 def _referenced_kinds(graph: ir.Graph) -> dict[str, ir.AttrKind]:
+    """Attribute parameter name -> the kind of the first attribute (in ``graph`` or its
+    subgraphs) that refers to it."""
     found: dict[str, ir.AttrKind] = {}
-    stack = [graph]
-    while stack:
-        current = stack.pop()
-        for node in current.nodes:
-            for attr in node.attributes.values():
-                if attr.ref_attr_name is not None:
-                    found.setdefault(attr.ref_attr_name, attr.kind)
-                elif attr.kind == ir.AttrKind.GRAPH:
-                    stack.append(attr.value)
-                elif attr.kind == ir.AttrKind.GRAPHS:
-                    stack.extend(attr.value)
+    for node, _ in ir.walk(graph):
+        for attr in node.attributes.values():
+            if attr.ref_attr_name is not None:
+                found.setdefault(attr.ref_attr_name, attr.kind)
     return found
 

@@ -1,13 +1,13 @@
-"""IR -> ONNX protos: ``FunctionProto``, ``ModelProto`` and subgraph ``GraphProto``.
+"""IR -> ONNX protos: ``FunctionProto`` and ``ModelProto``, assembled from encoded graphs.
 
-This back end writes protos field by field through the protobuf ``add()`` API rather
-than ``onnx.helper.make_node`` (about twice as fast, measured: 2 µs against 5 µs a
-node), and decides what a model needs that the IR does not say: value names (unique,
-deterministic), the opset imports of every domain used (reconciled with those of the
-model-local functions), the smallest IR version the opsets and features require (so
-the installed onnxruntime loads the model whenever it knows the opsets; onnx's own
-default, IR 14, it refuses), the model-local functions, and output types (from
-``onnx.shape_inference``, run only when the IR lacks one).
+The pieces (tensors, types, attributes, nodes, graphs, with unique deterministic value
+names) are encoded by :mod:`converter.onnx_encoding`; this back end decides what a
+function or model needs that the IR does not say: the opset imports of every domain
+used (reconciled with those of the model-local functions), the smallest IR version the
+opsets and features require (so the installed onnxruntime loads the model whenever it
+knows the opsets; onnx's own default, IR 14, it refuses), the model-local functions
+(renamed apart where two clash), and output types (from ``onnx.shape_inference``, run
+only when the IR lacks one).
 """
 
 from __future__ import annotations
@@ -16,476 +16,34 @@ import functools
 import importlib.metadata
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
+from converter.onnx_encoding import (
+    IR_FUNCTION_OVERLOAD,
+    SCHEMA_DOMAINS,
+    BodyContext,
+    Export,
+    emit_initializer,
+    emit_node,
+    fill_attribute,
+    fill_graph,
+    fill_sparse,
+    fill_type,
+    fill_value_info,
+    graph_to_proto,
+    has_elem_type,
+    is_complete,
+    output_names,
+    tensor_to_proto,
+    type_to_proto,
+)
 from dsl import ir, types
 from dsl.errors import ConversionError
 
 __all__ = ["function_to_proto", "model_to_proto", "graph_to_proto", "tensor_to_proto", "type_to_proto"]
 
-K = ir.AttrKind
-
-# Element types -> the IR version that introduced them (onnx.proto's IR version history).
-_ELEM_TYPE_IR_VERSION = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13, 27: 14, 28: 14}
 _IR_MODEL_FUNCTIONS = 8  # ModelProto.functions
 _IR_FUNCTION_ATTRIBUTE_DEFAULTS = 9  # FunctionProto.attribute_proto
-_IR_FUNCTION_OVERLOAD = 10  # FunctionProto.overload, NodeProto.overload, FunctionProto.value_info
-
-
-class _Export:
-    """What one export learns while writing protos: features that raise the IR version."""
-
-    __slots__ = ("elem_types", "min_ir_version")
-
-    def __init__(self) -> None:
-        self.min_ir_version = 3
-        self.elem_types: set[int] = set()
-
-    def need(self, ir_version: int) -> None:
-        if ir_version > self.min_ir_version:
-            self.min_ir_version = ir_version
-
-    def required_ir_version(self) -> int:
-        found = self.min_ir_version
-        for elem in self.elem_types:
-            found = max(found, _ELEM_TYPE_IR_VERSION.get(elem, 3))
-        return found
-
-
-class _Scope:
-    """Names and attribute bindings of one function body and the subgraphs inside it.
-
-    One namer covers the body and all its subgraphs because ONNX forbids a subgraph to
-    reuse a name of its enclosing graph.  ``attr_values`` is None when attribute
-    references stay references (a FunctionProto), or the values to substitute (a model).
-    """
-
-    __slots__ = ("attr_values", "export", "fresh_count", "function_names", "names", "omitted", "used")
-
-    def __init__(
-        self,
-        export: _Export,
-        *,
-        attr_values: dict[str, ir.Attr] | None,
-        function_names: dict[int, tuple[str, str]],
-    ) -> None:
-        self.names: dict[int, str] = {}
-        self.used: set[str] = set()
-        # Unnamed node outputs, written as omitted (""), with where to name them if read later.
-        self.omitted: dict[int, tuple[onnx.NodeProto, int]] = {}
-        self.attr_values = attr_values
-        self.function_names = function_names
-        self.export = export
-        self.fresh_count = 0
-
-    def define(self, value: ir.Value) -> str:
-        """The name of ``value``, chosen on first sight: its own, or with a suffix if taken."""
-        found = self.names.get(id(value))
-        if found is not None:
-            return found
-        name = value.name or "_v"
-        if name in self.used:
-            name = self._unused(name)
-        self.used.add(name)
-        self.names[id(value)] = name
-        return name
-
-    def define_output(self, value: ir.Value, node: ir.Node, index: int) -> str:
-        # An unnamed optional output is omitted (""); an unnamed required one gets a name.
-        if not value.name and id(value) not in self.names and _output_is_optional(node, index):
-            self.names[id(value)] = ""
-            return ""
-        return self.define(value)
-
-    def name_read_value(self, value: ir.Value) -> str:
-        """The name of a value being read; an unnamed output read after all gets a name now."""
-        found = self.names.get(id(value))
-        if found is None:
-            return self.define(value)
-        if found == "":
-            producer, index = self.omitted.pop(id(value))
-            found = self.names[id(value)] = self.fresh("_v")
-            producer.output[index] = found
-        return found
-
-    def fresh(self, base: str) -> str:
-        name = self._unused(base)
-        self.used.add(name)
-        return name
-
-    def claim(self, wanted: str) -> str:
-        """``wanted`` if no value has it yet, else ``wanted`` with a suffix; taken from now on."""
-        name = wanted if wanted not in self.used else self._unused(wanted)
-        self.used.add(name)
-        return name
-
-    def _unused(self, base: str) -> str:
-        while True:
-            self.fresh_count += 1
-            candidate = f"{base}_{self.fresh_count}"
-            if candidate not in self.used:
-                return candidate
-
-
-# ------------------------------------------------------------------------ tensors, types
-
-
-def tensor_to_proto(tensor: ir.Tensor, name: str | None = None) -> onnx.TensorProto:
-    """An :class:`ir.Tensor` as a ``TensorProto`` (every element type, strings included).
-
-    >>> import numpy as np
-    >>> from dsl import ir
-    >>> tensor_to_proto(ir.Tensor(np.array([1.5], np.float32), 1), "w").data_type
-    1
-    """
-    array = tensor.array
-    if not isinstance(array, np.ndarray):
-        array = np.asarray(array)
-    expected = types.numpy_dtype(tensor.elem_type) if tensor.elem_type in _KNOWN_ELEM_TYPES else None
-    if tensor.elem_type == types.STRING.enum:
-        if array.dtype.kind != "O":
-            array = array.astype(object)
-    elif expected is not None and array.dtype != expected:
-        array = array.astype(expected)
-    proto = numpy_helper.from_array(array, tensor.name if name is None else name)
-    if tensor.doc_string:
-        proto.doc_string = tensor.doc_string
-    return proto
-
-
-_KNOWN_ELEM_TYPES = frozenset(t.enum for t in types.ELEMENT_TYPES.values())
-
-
-def _fill_type(proto: onnx.TypeProto, ir_type: ir.IRType, export: _Export) -> None:
-    if isinstance(ir_type, ir.TensorType):
-        tensor_type = proto.tensor_type
-        tensor_type.elem_type = ir_type.elem_type
-        export.elem_types.add(ir_type.elem_type)
-        if ir_type.shape is not None:
-            _fill_shape(tensor_type.shape, ir_type.shape)
-    elif isinstance(ir_type, ir.SequenceType):
-        proto.sequence_type.SetInParent()
-        if ir_type.elem is not None:
-            _fill_type(proto.sequence_type.elem_type, ir_type.elem, export)
-    elif isinstance(ir_type, ir.OptionalType):
-        export.need(8)
-        proto.optional_type.SetInParent()
-        if ir_type.elem is not None:
-            _fill_type(proto.optional_type.elem_type, ir_type.elem, export)
-    elif isinstance(ir_type, ir.MapType):
-        proto.map_type.key_type = ir_type.key_type
-        if ir_type.value is not None:
-            _fill_type(proto.map_type.value_type, ir_type.value, export)
-    elif isinstance(ir_type, ir.SparseTensorType):
-        export.need(8)
-        sparse = proto.sparse_tensor_type
-        sparse.elem_type = ir_type.elem_type
-        export.elem_types.add(ir_type.elem_type)
-        if ir_type.shape is not None:
-            _fill_shape(sparse.shape, ir_type.shape)
-    else:
-        raise ConversionError(f"{ir_type!r} is not an ONNX type", hint="use FLOAT[...], Sequence[...] or Optional[...]")
-
-
-def _fill_shape(proto: onnx.TensorShapeProto, shape: tuple[int | str | None, ...]) -> None:
-    proto.SetInParent()  # a present, empty shape means rank 0
-    for dim in shape:
-        entry = proto.dim.add()
-        if isinstance(dim, int):
-            entry.dim_value = dim
-        elif isinstance(dim, str):
-            entry.dim_param = dim
-
-
-def type_to_proto(ir_type: ir.IRType | types.ElementType) -> onnx.TypeProto:
-    """An IR type or annotation (``FLOAT``, ``FLOAT[2, "N"]``, ``Sequence[...]``) as an ``onnx.TypeProto``.
-
-    >>> from dsl import FLOAT
-    >>> type_to_proto(FLOAT[2, "N"]).tensor_type.shape.dim[1].dim_param
-    'N'
-    """
-    proto = onnx.TypeProto()
-    if isinstance(ir_type, types.ElementType):
-        ir_type = ir_type.tensor_type
-    _fill_type(proto, ir_type, _Export())
-    return proto
-
-
-def _is_complete(ir_type: ir.IRType | None) -> bool:
-    """Whether a model input/output of this type satisfies the checker (element type and rank known)."""
-    if ir_type is None:
-        return False
-    if isinstance(ir_type, (ir.TensorType, ir.SparseTensorType)):
-        return ir_type.elem_type != 0 and ir_type.shape is not None
-    # The checker wants a rank only for tensors at the top; a container needs its element type.
-    return _has_elem_type(ir_type)
-
-
-def _has_elem_type(ir_type: ir.IRType | None) -> bool:
-    if isinstance(ir_type, (ir.TensorType, ir.SparseTensorType)):
-        return ir_type.elem_type != 0
-    if isinstance(ir_type, (ir.SequenceType, ir.OptionalType)):
-        return ir_type.elem is not None and _has_elem_type(ir_type.elem)
-    if isinstance(ir_type, ir.MapType):
-        return ir_type.value is not None and _has_elem_type(ir_type.value)
-    return False
-
-
-# ----------------------------------------------------------------------------- attributes
-
-
-# ir.AttrKind numbers the kinds as ONNX does; the table gives them the proto's enum type.
-_ATTRIBUTE_TYPES: dict[int, onnx.AttributeProto.AttributeType] = {
-    kind: onnx.AttributeProto.AttributeType.Value(kind.name) for kind in ir.AttrKind
-}
-
-
-def _fill_attr(proto: onnx.AttributeProto, attr: ir.Attr, scope: _Scope) -> None:
-    if attr.ref_attr_name is not None:
-        if scope.attr_values is None:
-            proto.name = attr.name
-            proto.type = _ATTRIBUTE_TYPES[attr.kind]
-            proto.ref_attr_name = attr.ref_attr_name
-            return
-        attr = _bound_attr(attr, scope.attr_values)
-    proto.name = attr.name
-    kind = attr.kind
-    proto.type = _ATTRIBUTE_TYPES[kind]
-    if attr.doc_string:
-        proto.doc_string = attr.doc_string
-    value = attr.value
-    if kind == K.INT:
-        proto.i = int(value)
-    elif kind == K.FLOAT:
-        proto.f = float(value)
-    elif kind == K.STRING:
-        proto.s = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-    elif kind == K.INTS:
-        proto.ints.extend(int(v) for v in value)
-    elif kind == K.FLOATS:
-        proto.floats.extend(float(v) for v in value)
-    elif kind == K.STRINGS:
-        proto.strings.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in value)
-    elif kind == K.TENSOR:
-        proto.t.CopyFrom(_tensor_proto(value, scope.export))
-    elif kind == K.TENSORS:
-        for tensor in value:
-            proto.tensors.add().CopyFrom(_tensor_proto(tensor, scope.export))
-    elif kind == K.GRAPH:
-        _fill_graph(proto.g, value, scope)
-    elif kind == K.GRAPHS:
-        for graph in value:
-            _fill_graph(proto.graphs.add(), graph, scope)
-    elif kind == K.SPARSE_TENSOR:
-        _fill_sparse(proto.sparse_tensor, value, scope.export)
-    elif kind == K.SPARSE_TENSORS:
-        for sparse in value:
-            _fill_sparse(proto.sparse_tensors.add(), sparse, scope.export)
-    elif kind == K.TYPE_PROTO:
-        _fill_type(proto.tp, value, scope.export)
-    elif kind == K.TYPE_PROTOS:
-        for ir_type in value:
-            _fill_type(proto.type_protos.add(), ir_type, scope.export)
-    else:
-        raise ConversionError(f"attribute {attr.name} has no value kind ({kind.name})", attr.location)
-
-
-def _tensor_proto(tensor: ir.Tensor, export: _Export) -> onnx.TensorProto:
-    export.elem_types.add(tensor.elem_type)
-    return tensor_to_proto(tensor)
-
-
-def _fill_sparse(proto: onnx.SparseTensorProto, sparse: ir.SparseTensor, export: _Export) -> None:
-    proto.values.CopyFrom(_tensor_proto(sparse.values, export))
-    proto.indices.CopyFrom(_tensor_proto(sparse.indices, export))
-    proto.dims.extend(sparse.dims)
-
-
-def _bound_attr(attr: ir.Attr, attr_values: dict[str, ir.Attr]) -> ir.Attr:
-    """The attribute a reference ``attr`` stands for once the function's attributes are bound."""
-    bound = attr_values.get(attr.ref_attr_name or "")
-    if bound is None:
-        raise ConversionError(
-            f"attribute {attr.name} refers to the function attribute {attr.ref_attr_name!r}, which has no value",
-            attr.location,
-            hint="give the attribute parameter a default, pass attributes={...} to the export, "
-            "or export this as a function (to_function_proto)",
-        )
-    kind, value = bound.kind, bound.value
-    if attr.kind == K.FLOAT and kind == K.INT:
-        kind, value = K.FLOAT, float(value)
-    elif attr.kind == K.FLOATS and kind == K.INTS:
-        kind, value = K.FLOATS, [float(v) for v in value]
-    elif attr.kind not in (kind, K.UNDEFINED):
-        raise ConversionError(
-            f"attribute {attr.name} is {attr.kind.name}, but the attribute {attr.ref_attr_name!r} it refers to "
-            f"is {kind.name}",
-            attr.location,
-            hint=f"give {attr.ref_attr_name!r} a value of kind {attr.kind.name}",
-        )
-    return ir.Attr(attr.name, kind, value, doc_string=bound.doc_string, location=attr.location)
-
-
-# ---------------------------------------------------------------------------- nodes, graphs
-
-
-def _input_name(value: ir.Value, scope: _Scope, nodes: Any, initializers: Any) -> str:
-    if id(value) in scope.names:
-        return scope.name_read_value(value)
-    name = scope.define(value)
-    if value.initializer is not None and value.producer is None:
-        # A constant the front end attached to the value without listing it as an initializer.
-        _emit_initializer(value.initializer, name, scope, nodes, initializers)
-    return name
-
-
-def _emit_initializer(tensor: ir.Tensor, name: str, scope: _Scope, nodes: Any, initializers: Any) -> None:
-    proto = _tensor_proto(tensor, scope.export)
-    if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
-        node = nodes.add(op_type="Constant", output=[name])
-        attribute = node.attribute.add(name="value", type=int(K.TENSOR))
-        proto.name = ""
-        attribute.t.CopyFrom(proto)
-    else:
-        proto.name = name
-        initializers.add().CopyFrom(proto)
-
-
-def _emit_node(node: ir.Node, scope: _Scope, nodes: Any, initializers: Any) -> None:
-    known = scope.names.get
-    inputs: list[str] = []
-    for value in node.inputs:
-        if value is None:
-            inputs.append("")
-        else:  # the common case, a value named before, costs one dict lookup
-            inputs.append(known(id(value)) or _input_name(value, scope, nodes, initializers))
-    # Trailing omitted inputs are dropped, as onnx.helper does; inner ones stay "".
-    while inputs and inputs[-1] == "":
-        inputs.pop()
-    used = scope.used
-    outputs: list[str] = []
-    for value in node.outputs:
-        name = value.name
-        if name and name not in used and id(value) not in scope.names:
-            used.add(name)
-            scope.names[id(value)] = name
-            outputs.append(name)
-        else:
-            outputs.append(scope.define_output(value, node, len(outputs)))
-    if node.callee is not None:
-        domain, op_type = scope.function_names.get(id(node.callee), (node.domain, node.op_type))
-    else:
-        domain, op_type = node.domain, node.op_type
-    proto = nodes.add(op_type=op_type, domain=domain, input=inputs, output=outputs)
-    if "" in outputs:
-        for index, value in enumerate(node.outputs):
-            if outputs[index] == "":
-                scope.omitted[id(value)] = (proto, index)
-    if node.name:
-        proto.name = node.name
-    if node.overload:
-        scope.export.need(_IR_FUNCTION_OVERLOAD)
-        proto.overload = node.overload
-    if node.doc_string:
-        proto.doc_string = node.doc_string
-    if node.attributes:
-        add = proto.attribute.add
-        for attr in node.attributes.values():
-            _fill_attr(add(), attr, scope)
-
-
-def _output_is_optional(node: ir.Node, index: int) -> bool:
-    if node.callee is not None or node.domain not in _SCHEMA_DOMAINS:
-        return False  # no schema says the output may be left out
-    return index in _optional_output_indices(node.op_type, node.domain)
-
-
-@functools.cache
-def _optional_output_indices(op_type: str, domain: str) -> frozenset[int]:
-    import onnx.defs
-
-    try:
-        schema = onnx.defs.get_schema(op_type, domain)
-    except onnx.defs.SchemaError:
-        return frozenset()
-    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
-    return frozenset(i for i, formal in enumerate(schema.outputs) if formal.option == optional)
-
-
-def _fill_value_info(proto: onnx.ValueInfoProto, name: str, value: ir.Value, scope: _Scope) -> None:
-    proto.name = name
-    if value.type is not None:
-        _fill_type(proto.type, value.type, scope.export)
-    if value.doc_string:
-        proto.doc_string = value.doc_string
-
-
-def _fill_graph(proto: onnx.GraphProto, graph: ir.Graph, scope: _Scope) -> None:
-    proto.name = graph.name or "graph"
-    if graph.doc_string:
-        proto.doc_string = graph.doc_string
-    for value in graph.inputs:
-        _fill_value_info(proto.input.add(), scope.define(value), value, scope)
-    for value in graph.initializers:
-        if value.initializer is None:
-            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
-        _emit_initializer(value.initializer, scope.define(value), scope, proto.node, proto.initializer)
-    for name, sparse in graph.sparse_initializers.items():
-        # Nodes read a sparse initializer through a Value of the same name (named on first read).
-        sparse_proto = proto.sparse_initializer.add()
-        _fill_sparse(sparse_proto, sparse, scope.export)
-        sparse_proto.values.name = name
-    nodes = proto.node
-    for node in graph.nodes:
-        _emit_node(node, scope, nodes, proto.initializer)
-    for name in _output_names(graph, scope, nodes):
-        proto.output.add(name=name)
-    for output, value in zip(proto.output, graph.outputs):
-        if value.type is not None:
-            _fill_type(output.type, value.type, scope.export)
-        if value.doc_string:
-            output.doc_string = value.doc_string
-    for value in graph.value_info:
-        defined = scope.names.get(id(value))
-        if defined and value.type is not None:
-            _fill_value_info(proto.value_info.add(), defined, value, scope)
-
-
-def _output_names(graph: ir.Graph, scope: _Scope, nodes: Any) -> list[str]:
-    """Output names; a value returned twice is copied by an Identity so names stay unique."""
-    names: list[str] = []
-    seen: set[str] = set()
-    for value in graph.outputs:
-        name = scope.name_read_value(value)
-        if name in seen:
-            copy = scope.fresh(name)
-            nodes.add(op_type="Identity", input=[name], output=[copy])
-            name = copy
-        seen.add(name)
-        names.append(name)
-    return names
-
-
-def graph_to_proto(graph: ir.Graph) -> onnx.GraphProto:
-    """One IR graph as a ``GraphProto``, as used for If/Loop/Scan body attributes.
-
-    Attribute references are kept, outer-scope values are read by name.  Model export
-    calls the same code with one namer for the whole model, so prefer ``model_to_proto``
-    for anything that is not a standalone subgraph.
-
-    >>> from dsl import ir, FLOAT
-    >>> x = ir.Value("x", FLOAT[2])
-    >>> y = ir.Value("y", FLOAT[2])
-    >>> g = ir.Graph("g", [x], [y], [ir.Node("Relu", inputs=[x], outputs=[y])])
-    >>> graph_to_proto(g).node[0].op_type
-    'Relu'
-    """
-    proto = onnx.GraphProto()
-    scope = _Scope(_Export(), attr_values=None, function_names={})
-    _fill_graph(proto, graph, scope)
-    return proto
 
 
 # -------------------------------------------------------------------------------- functions
@@ -495,58 +53,53 @@ def _normal_imports(imports: dict[str, int]) -> dict[str, int]:
     return {("" if domain == "ai.onnx" else domain): version for domain, version in imports.items()}
 
 
-def _direct_callees(graph: ir.Graph, found: dict[int, ir.Function]) -> None:
-    for node in graph.nodes:
+def _direct_callees(graph: ir.Graph) -> list[ir.Function]:
+    """The functions that nodes of ``graph`` (subgraphs included) call, each once, first call first."""
+    found: dict[int, ir.Function] = {}
+    for node, _ in ir.walk(graph):
         if node.callee is not None:
             found.setdefault(id(node.callee), node.callee)
-        for attr in node.attributes.values():
-            if attr.kind == K.GRAPH and attr.value is not None:
-                _direct_callees(attr.value, found)
-            elif attr.kind == K.GRAPHS and attr.value is not None:
-                for sub in attr.value:
-                    _direct_callees(sub, found)
+    return list(found.values())
 
 
 def _fill_function(
     proto: onnx.FunctionProto,
     function: ir.Function,
-    export: _Export,
+    export: Export,
     function_names: dict[int, tuple[str, str]],
 ) -> None:
     domain, name = function_names.get(id(function), (function.domain, function.name))
     proto.name = name
     proto.domain = domain
     if function.overload:
-        export.need(_IR_FUNCTION_OVERLOAD)
+        export.need(IR_FUNCTION_OVERLOAD)
         proto.overload = function.overload
     if function.doc_string:
         proto.doc_string = function.doc_string
-    scope = _Scope(export, attr_values=None, function_names=function_names)
-    proto.input.extend(scope.define(v) for v in function.inputs)
+    context = BodyContext(export, attr_values=None, function_names=function_names)
+    proto.input.extend(context.define(v) for v in function.inputs)
     nodes = proto.node
     for value in function.graph.initializers:
         if value.initializer is None:
             raise ConversionError(f"initializer {value.name!r} has no data", value.location)
-        _emit_initializer(value.initializer, scope.define(value), scope, nodes, None)
+        emit_initializer(value.initializer, context.define(value), context, nodes, None)
     for node in function.graph.nodes:
-        _emit_node(node, scope, nodes, None)
-    proto.output.extend(_output_names(function.graph, scope, nodes))
+        emit_node(node, context, nodes, None)
+    proto.output.extend(output_names(function.graph, context, nodes))
     for param in function.attr_params:
         if param.default is None:
             proto.attribute.append(param.name)
         else:
             export.need(_IR_FUNCTION_ATTRIBUTE_DEFAULTS)
             default = ir.Attr(param.name, param.default.kind, param.default.value)
-            _fill_attr(proto.attribute_proto.add(), default, scope)
+            fill_attribute(proto.attribute_proto.add(), default, context)
     for value in function.graph.value_info:
-        value_name = scope.names.get(id(value))
+        value_name = context.names.get(id(value))
         if value_name and value.type is not None:
-            export.need(_IR_FUNCTION_OVERLOAD)
-            _fill_value_info(proto.value_info.add(), value_name, value, scope)
-    callees: dict[int, ir.Function] = {}
-    _direct_callees(function.graph, callees)
+            export.need(IR_FUNCTION_OVERLOAD)
+            fill_value_info(proto.value_info.add(), value_name, value, context)
     imports = _normal_imports(function.opset_imports)
-    for callee in callees.values():
+    for callee in _direct_callees(function.graph):
         imports.setdefault(function_names.get(id(callee), (callee.domain, callee.name))[0], 1)
     for opset_domain, version in imports.items():
         proto.opset_import.add(domain=opset_domain, version=version)
@@ -567,7 +120,7 @@ def function_to_proto(function: ir.Function) -> onnx.FunctionProto:
     'relu'
     """
     proto = onnx.FunctionProto()
-    _fill_function(proto, function, _Export(), {})
+    _fill_function(proto, function, Export(), {})
     return proto
 
 
@@ -595,9 +148,7 @@ def _attr_values(function: ir.Function, attributes: dict[str, Any] | None) -> di
     given = dict(attributes or {})
     for param in function.attr_params:
         if param.name in given:
-            from dsl.opsets import python_to_attr
-
-            values[param.name] = python_to_attr(param.name, given.pop(param.name), param.kind, param.location)
+            values[param.name] = _given_attr(function, param, given.pop(param.name))
         elif param.default is not None:
             values[param.name] = param.default
     if given:
@@ -671,6 +222,17 @@ def _as_ir_type(annotation: Any, name: str) -> ir.IRType:
     return found
 
 
+def _given_attr(function: ir.Function, param: ir.AttrParam, given: Any) -> ir.Attr:
+    # Python values are turned into IR attributes by the facade (dsl.script_function).
+    if not isinstance(given, ir.Attr):
+        raise ConversionError(
+            f"attributes[{param.name!r}] of {function.name} must be an ir.Attr, not {type(given).__name__}",
+            param.location or function.location,
+            hint="pass Python values through fn.to_model_proto(attributes=...) or dsl.script_function.model_to_proto",
+        )
+    return given
+
+
 class _ModelSource:
     """What a model is made from: the main graph, its attribute values and the functions."""
 
@@ -680,7 +242,6 @@ class _ModelSource:
         self,
         function_or_model: ir.Function | ir.Model,
         *,
-        inline: bool,
         attributes: dict[str, Any] | None,
         extra_functions: list[ir.Function],
     ) -> None:
@@ -698,10 +259,6 @@ class _ModelSource:
             self.functions = _collect_functions(main, [*function_or_model.functions, *extra_functions])
         elif isinstance(function_or_model, ir.Function):
             function = function_or_model
-            if inline:
-                from dsl.inline import inline_calls
-
-                function = inline_calls(function)
             self.attr_values = _attr_values(function, attributes)
             _missing_attribute_error(function, self.attr_values)
             self.graph = function.graph
@@ -724,7 +281,6 @@ def model_to_proto(
     producer_name: str | None = None,
     producer_version: str | None = None,
     io_types: Any = None,
-    inline: bool = False,
     doc_string: str | None = None,
     attributes: dict[str, Any] | None = None,
     opset_imports: dict[str, int] | None = None,
@@ -735,11 +291,12 @@ def model_to_proto(
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
-    Attribute parameters of the function take their defaults (or ``attributes=``) as
-    constants.  ``io_types`` overrides input/output types: a dict ``name -> type`` or a
-    list (inputs, optionally followed by outputs).  ``inline=True`` inlines every call
-    instead of writing model-local functions.  The IR version is the smallest that the
-    opsets and features need; pass ``ir_version`` to force one.  Output types the IR
+    Attribute parameters of the function take their defaults (or ``attributes=``, IR
+    attributes by parameter name) as constants.  ``io_types`` overrides input/output
+    types: a dict ``name -> type`` or a list (inputs, optionally followed by outputs).
+    Calls stay calls of model-local functions (the facade's ``inline=True`` runs the
+    inline pass first).  The IR version is the smallest that the opsets and features
+    need; pass ``ir_version`` to force one.  Output types the IR
     lacks are filled by ONNX shape inference.  An input typed ``FLOAT[...]`` has no rank,
     which ONNX's checker rejects in a model: give it a rank or pass ``io_types``.
     ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).  ``functions``
@@ -754,17 +311,17 @@ def model_to_proto(
     >>> model_to_proto(relu.function).ir_version   # doctest: +SKIP
     8
     """
-    source = _ModelSource(function_or_model, inline=inline, attributes=attributes, extra_functions=functions or [])
-    export = _Export()
+    source = _ModelSource(function_or_model, attributes=attributes, extra_functions=functions or [])
+    export = Export()
     function_names = _function_names(source.functions)
     imports = _model_opset_imports(source, function_names)
     overrides = _io_type_overrides(source.graph, io_types)
     _check_input_types(source.graph, overrides)
 
     model = onnx.ModelProto()
-    scope = _Scope(export, attr_values=source.attr_values, function_names=function_names)
-    _fill_graph(model.graph, source.graph, scope)
-    _add_unread_initializers(model.graph, initializers or [], scope)
+    context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
+    fill_graph(model.graph, source.graph, context)
+    _add_unread_initializers(model.graph, initializers or [], context)
     model.graph.name = source.name
     _apply_overrides(model.graph, source.graph, overrides, export)
     for callee in source.functions:
@@ -797,7 +354,7 @@ def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[s
 
 def _check_input_types(graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
     for value in graph.inputs:
-        if not _has_elem_type(overrides.get(id(value), value.type)):
+        if not has_elem_type(overrides.get(id(value), value.type)):
             raise ConversionError(
                 f"input {value.name!r} has no type",
                 value.location or graph.location,
@@ -805,7 +362,7 @@ def _check_input_types(graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None
             )
 
 
-def _ir_version(model: onnx.ModelProto, export: _Export, requested: int | None, model_ir: ir.Model | None) -> int:
+def _ir_version(model: onnx.ModelProto, export: Export, requested: int | None, model_ir: ir.Model | None) -> int:
     """The smallest IR version that the opsets and the features used need, or the one requested."""
     opsets = [*model.opset_import]
     for function in model.functions:
@@ -892,7 +449,7 @@ def _reconcile_opsets(
             versions.setdefault(opset.domain, set()).add(opset.version)
     for domain, found in versions.items():
         model_version = imports.get(domain)
-        if model_version is None or found <= {model_version} or domain not in _SCHEMA_DOMAINS:
+        if model_version is None or found <= {model_version} or domain not in SCHEMA_DOMAINS:
             continue  # custom domains have no schemas to compare
         uses = [(op, model_version) for op in _ops_used(graph.node, domain, set())]
         for function in functions:
@@ -916,27 +473,24 @@ def _reconcile_opsets(
             )
 
 
-_SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
-
-
 def _add_unread_initializers(
-    proto: onnx.GraphProto, weights: list[ir.Tensor | ir.SparseTensor], scope: _Scope
+    proto: onnx.GraphProto, weights: list[ir.Tensor | ir.SparseTensor], context: BodyContext
 ) -> None:
     """Initializers no node reads, after the graph's own: each keeps its name unless the
     graph already uses it."""
     sparse_names = {sparse.values.name for sparse in proto.sparse_initializer}
     for weight in weights:
         wanted = (weight.values.name if isinstance(weight, ir.SparseTensor) else weight.name) or "weight"
-        name = scope.claim(wanted)
-        while name in sparse_names:  # (the graph's sparse initializers are named apart from the scope)
-            name = scope.fresh(wanted)
+        name = context.claim(wanted)
+        while name in sparse_names:  # (the graph's sparse initializers are named apart from the context's names)
+            name = context.fresh(wanted)
         if isinstance(weight, ir.SparseTensor):
             sparse_proto = proto.sparse_initializer.add()
-            _fill_sparse(sparse_proto, weight, scope.export)
+            fill_sparse(sparse_proto, weight, context.export)
             sparse_proto.values.name = name
             sparse_names.add(name)
         else:
-            _emit_initializer(weight, name, scope, proto.node, proto.initializer)
+            emit_initializer(weight, name, context, proto.node, proto.initializer)
 
 
 def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.Function]:
@@ -955,18 +509,18 @@ def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.F
 
 
 def _apply_overrides(
-    graph_proto: onnx.GraphProto, graph: ir.Graph, overrides: dict[int, ir.IRType], export: _Export
+    graph_proto: onnx.GraphProto, graph: ir.Graph, overrides: dict[int, ir.IRType], export: Export
 ) -> None:
     if not overrides:
         return
     for proto, value in zip(graph_proto.input, graph.inputs):
         if id(value) in overrides:
             proto.ClearField("type")
-            _fill_type(proto.type, overrides[id(value)], export)
+            fill_type(proto.type, overrides[id(value)], export)
     for proto, value in zip(graph_proto.output, graph.outputs):
         if id(value) in overrides:
             proto.ClearField("type")
-            _fill_type(proto.type, overrides[id(value)], export)
+            fill_type(proto.type, overrides[id(value)], export)
 
 
 def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
@@ -974,7 +528,7 @@ def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrid
     missing = [
         index
         for index, value in enumerate(graph.outputs)
-        if not _is_complete(overrides.get(id(value), value.type))
+        if not is_complete(overrides.get(id(value), value.type))
     ]
     if not missing:
         return

@@ -1,8 +1,9 @@
-"""What each Python operator means in ONNX, shared by the compiler and eager mode.
+"""What each Python operator means in ONNX, and which ONNX op reads back as which operator.
 
 Both ``@script`` (which sees ``a + b`` in the ``ast``) and eager tensors (whose ``__add__``
 runs at call time) read these tables, so an operator cannot mean one thing in the
-exported graph and another while debugging.
+exported graph and another while debugging.  The Python back end reads the inverse
+(:data:`PYTHON_BINARY`, :data:`PYTHON_UNARY`) to write ``a + b`` for an Add.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from dataclasses import dataclass
 
 from dsl import types
 
-__all__ = ["OpSpelling", "BINARY", "UNARY", "COMPARE", "literal_elem_type", "binary_spelling"]
+__all__ = [
+    "OpSpelling", "BINARY", "UNARY", "COMPARE", "SYMBOLS", "PYTHON_BINARY", "PYTHON_UNARY",
+    "literal_elem_type", "binary_spelling", "unary_spelling",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,30 @@ COMPARE: dict[str, OpSpelling] = {
     "Gt": OpSpelling("Greater"),
     "GtE": OpSpelling("GreaterOrEqual"),
 }
+
+# The Python spelling of each ast operator name above.
+SYMBOLS: dict[str, str] = {
+    "Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "MatMult": "@", "Pow": "**", "Mod": "%",
+    "BitAnd": "&", "BitOr": "|", "BitXor": "^", "USub": "-", "Invert": "~", "Not": "not ", "UAdd": "+",
+    "Eq": "==", "NotEq": "!=", "Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=",
+}
+
+
+def _inverse(tables: tuple[dict[str, OpSpelling], ...], left_out: tuple[str, ...]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for table in tables:
+        for ast_op, spelling in table.items():
+            if ast_op not in left_out and not spelling.negate and not spelling.attributes:
+                found.setdefault(spelling.op_type, SYMBOLS[ast_op])
+    return found
+
+
+# ONNX op -> the Python operator that ``@script`` compiles back into that very op (no
+# attributes) whatever element types the op accepts: what a back end may write as
+# ``a + b`` or ``-a``.  Left out: ``%`` (Mod's fmod follows the element type), ``!=``
+# (two nodes), ``+a`` (Identity) and ``not a`` (``~a`` is the same Not).
+PYTHON_BINARY: dict[str, str] = _inverse((BINARY, COMPARE), left_out=("Mod",))
+PYTHON_UNARY: dict[str, str] = _inverse((UNARY,), left_out=("UAdd", "Not"))
 
 _FLOATING = {
     types.FLOAT.enum, types.DOUBLE.enum, types.FLOAT16.enum, types.BFLOAT16.enum,

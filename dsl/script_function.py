@@ -1,9 +1,13 @@
-"""``@script`` and ``@graph``: the thin facade that ties a Python function to the compiler.
+"""``@script`` and ``@graph``: the thin facade that runs front end -> passes -> back end.
 
 Decorating only records the function; the ``ast`` is parsed on first use
 (``.function``, ``.to_function_proto()``, ``.to_model_proto()``, or a call from another
 scripted function) and the result is kept, so decorating a thousand functions at import
-costs next to nothing.  Calling a ScriptFunction with arrays runs its Python body eagerly.
+costs next to nothing.  The front end (:mod:`dsl.frontend`) compiles the function and the
+functions it calls; :func:`finish` runs the passes it asks for (:mod:`dsl.passes`:
+prune the loop-carried copies of ``while`` conditions, inline ``@script(inline=True)``
+callees); :func:`model_to_proto` runs the passes an export asks for, then the ONNX back
+end.  Calling a ScriptFunction with arrays runs its Python body eagerly.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dsl import ir
+from dsl.frontend.scripted import CompiledFunction, GraphDecorator, Scripted, ScriptedGraph
 from dsl.opsets import Opset
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["script", "graph", "ScriptFunction", "GraphFunction"]
+__all__ = ["script", "graph", "ScriptFunction", "GraphFunction", "finish", "model_to_proto"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,7 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_DOMAIN = "this"
 
 
-class ScriptFunction:
+class ScriptFunction(Scripted):
     """A Python function compiled (lazily) into an ONNX function.
 
     >>> from dsl import script, FLOAT, opset18 as op
@@ -53,20 +58,19 @@ class ScriptFunction:
         self.domain = domain
         self.name = name or python_function.__name__
         self.inline = inline
-        self._function: ir.Function | None = None
-        self._lock = threading.Lock()
+        self.compiled: ir.Function | None = None
+        self.compile_lock = threading.Lock()
         functools.update_wrapper(self, python_function)
 
     @property
     def function(self) -> ir.Function:
         """The IR of this function, compiled on first access and then kept."""
-        if self._function is None:
-            with self._lock:
-                if self._function is None:
-                    from dsl.frontend import compile_script
+        found = self.compiled
+        if found is None:
+            from dsl.frontend import compile_script
 
-                    self._function = compile_script(self)
-        return self._function
+            found = compile_script(self, finish)
+        return found
 
     @property
     def opset_version(self) -> int | None:
@@ -79,7 +83,7 @@ class ScriptFunction:
         return function_to_proto(self.function)
 
     def to_model_proto(self, **options: Any) -> onnx.ModelProto:
-        """A model whose graph is this function; options as :func:`converter.to_onnx.model_to_proto`.
+        """A model whose graph is this function; options as :func:`model_to_proto`.
 
         ``ir_version=``, ``producer_name=``, ``io_types=`` and ``inline=`` override the
         defaults; called functions become model-local functions unless inlined.
@@ -89,8 +93,6 @@ class ScriptFunction:
 
         >>> model = relu6.to_model_proto(producer_name="me")   # doctest: +SKIP
         """
-        from converter.to_onnx import model_to_proto
-
         if options.get("functions"):
             options["functions"] = [_ir_function(f) for f in options["functions"]]
         if options.get("initializers"):
@@ -104,6 +106,69 @@ class ScriptFunction:
 
     def __repr__(self) -> str:
         return f"<ScriptFunction {self.domain + '::' if self.domain else ''}{self.name}>"
+
+
+def finish(compiled: CompiledFunction) -> ir.Function:
+    """The passes the front end asks for, in order: what ``.function`` keeps.
+
+    The loop-carried copies of ``while`` conditions that nothing reads are dropped (in
+    place), then the calls of ``@script(inline=True)`` callees are inlined.
+
+    >>> from dsl.frontend import compile_script
+    >>> function = compile_script(relu6, finish)      # what relu6.function does   # doctest: +SKIP
+    """
+    from dsl.passes import InlinePass, PruneLoopCarried
+
+    function = compiled.function
+    if compiled.while_conditions:
+        function = PruneLoopCarried(only=compiled.while_conditions)(function).target
+    if compiled.inline_callees:
+        function = InlinePass(only=compiled.inline_callees)(function).target
+    return function
+
+
+def model_to_proto(
+    function_or_model: ir.Function | ir.Model,
+    *,
+    inline: bool = False,
+    attributes: dict[str, Any] | None = None,
+    **options: Any,
+) -> onnx.ModelProto:
+    """:func:`converter.to_onnx.model_to_proto` with the options a person writes.
+
+    ``inline=True`` inlines every call of a function (the inline pass) instead of writing
+    model-local functions; ``attributes=`` gives attribute parameters Python values
+    (``{"alpha": 0.5}``), which become IR attributes of the parameters' kinds here.  The
+    other options go to the back end unchanged.
+
+    >>> model = model_to_proto(relu6.function, inline=True)     # doctest: +SKIP
+    """
+    from converter.to_onnx import model_to_proto as encode_model
+
+    if isinstance(function_or_model, ir.Function):
+        if inline:
+            from dsl.passes import InlinePass
+
+            function_or_model = InlinePass()(function_or_model).target
+        if attributes:
+            attributes = _ir_attributes(function_or_model, attributes)
+    return encode_model(function_or_model, attributes=attributes, **options)
+
+
+def _ir_attributes(function: ir.Function, attributes: dict[str, Any]) -> dict[str, Any]:
+    """Python values given for ``function``'s attribute parameters, as IR attributes of
+    their kinds; a name that is no parameter is left for the back end to refuse."""
+    from dsl.opsets import python_to_attr
+
+    params = {p.name: p for p in function.attr_params}
+    converted: dict[str, Any] = {}
+    for name, value in attributes.items():
+        param = params.get(name)
+        if param is None or isinstance(value, ir.Attr):
+            converted[name] = value
+        else:
+            converted[name] = python_to_attr(name, value, param.kind, param.location)
+    return converted
 
 
 def _ir_function(function: Any) -> ir.Function:
@@ -132,7 +197,7 @@ def _ir_weight(weight: Any) -> ir.Tensor | ir.SparseTensor:
     )
 
 
-class GraphFunction:
+class GraphFunction(ScriptedGraph):
     """A nested function decorated ``@graph()``: a subgraph to pass as an attribute.
 
     It is compiled where it is used (as ``body=...`` of Loop/Scan, ``then_branch=`` of If),
@@ -206,10 +271,22 @@ def script(
     return decorate
 
 
-def graph() -> Callable[[Callable[..., Any]], GraphFunction]:
-    """Decorate a nested function to be passed as a subgraph attribute (Loop/Scan/If body)."""
+class _GraphDecorator(GraphDecorator):
+    """Decorate a nested function to be passed as a subgraph attribute (Loop/Scan/If body).
 
-    def decorate(python_function: Callable[..., Any]) -> GraphFunction:
-        return GraphFunction(python_function)
+    >>> from dsl import graph, BOOL, FLOAT, INT64                                  # doctest: +SKIP
+    >>> @graph()                                                                  # doctest: +SKIP
+    ... def body(i: INT64, keep_going: BOOL, x: FLOAT[...]) -> tuple[BOOL, FLOAT[...]]:
+    ...     return keep_going, x + 1.0
+    """
 
-    return decorate
+    __slots__ = ()
+
+    def __call__(self) -> Callable[[Callable[..., Any]], GraphFunction]:
+        return GraphFunction
+
+    def __repr__(self) -> str:
+        return "<dsl.graph>"
+
+
+graph = _GraphDecorator()

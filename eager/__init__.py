@@ -19,9 +19,13 @@ evaluators), ``ortvalues`` (raw buffers for bfloat16/float8/4-bit), ``values``
 (numpy/torch conversion), ``tensor`` (EagerTensor), ``sequences`` (sequence values as
 lists of tensors, :class:`EagerSequence`; optionals as their value or None),
 ``indexing``, ``control_flow`` (If/Loop/Scan/SequenceMap with ``@graph()`` bodies),
-``script_call``, ``results`` (results typed by the return annotation, as compiled),
-``model_runner``, ``call_site`` (error locations, number of unpacked outputs),
-``attributes``.
+``script_call``, ``script_context`` (what a running body sets: the operators' opset,
+whether results stay EagerTensors), ``results`` (results typed by the return
+annotation, as compiled), ``model_runner``, ``call_site`` (error locations, number of
+unpacked outputs), ``attributes`` (cache keys; protos by :mod:`converter.onnx_encoding`).
+EagerTensor operators and sequence subscripts run their ops as ``op(...)`` does, through
+the runner the ``dsl`` facade installs in :mod:`dsl.hooks` (:func:`call_op`), so the
+value classes never import the op runner that returns them.
 
 >>> import numpy as np
 >>> from dsl import opset18 as op

@@ -3,7 +3,9 @@
 The key is computed on every call, so it is built from the raw keyword values (lists
 become tuples, arrays their bytes); the proto is only built when a session is missing
 from the cache, after :meth:`dsl.opsets.Op.make_attr` has checked each value against the
-schema (its errors name the op, the attribute and what was expected).
+schema (its errors name the op, the attribute and what was expected), by the ONNX back
+end's encoder (:func:`converter.onnx_encoding.attribute_to_proto`), so an attribute
+means the same in a one-op session as in an exported model.
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.helper as oh
-import onnx.numpy_helper
 
-from dsl import ir, types
+from converter.onnx_encoding import attribute_to_proto
 from dsl.opsets import Op
 
-__all__ = ["attribute_key", "attribute_protos", "attr_to_proto"]
+__all__ = ["attribute_key", "attribute_protos"]
 
 
 def freeze(value: Any) -> Any:
@@ -64,60 +65,5 @@ def attribute_protos(op: Op, kwargs: dict[str, Any], location: Any) -> list[onnx
             op.check_attribute_name(name, location)
             protos.append(oh.make_attribute(name, value))
             continue
-        protos.append(attr_to_proto(op.make_attr(name, value, location)))
+        protos.append(attribute_to_proto(op.make_attr(name, value, location)))
     return protos
-
-
-def tensor_to_proto(tensor: ir.Tensor) -> onnx.TensorProto:
-    array = tensor.array
-    if array.dtype.kind in "US":
-        array = array.astype(object)
-    proto = onnx.numpy_helper.from_array(array, tensor.name)
-    if proto.data_type != tensor.elem_type:
-        proto = onnx.numpy_helper.from_array(array.astype(types.numpy_dtype(tensor.elem_type)), tensor.name)
-    return proto
-
-
-def type_to_proto(ir_type: Any) -> onnx.TypeProto:
-    if isinstance(ir_type, ir.TensorType):
-        return oh.make_tensor_type_proto(ir_type.elem_type, None if ir_type.shape is None else list(ir_type.shape))
-    if isinstance(ir_type, ir.SequenceType):
-        return oh.make_sequence_type_proto(type_to_proto(ir_type.elem))
-    if isinstance(ir_type, ir.OptionalType):
-        return oh.make_optional_type_proto(type_to_proto(ir_type.elem))
-    raise TypeError(f"no TypeProto for {ir_type!r}")
-
-
-def graph_to_proto(graph: ir.Graph) -> onnx.GraphProto:
-    # Subgraphs come from the compiler; converter.to_onnx owns their serialisation.
-    from converter import to_onnx
-
-    return to_onnx.graph_to_proto(graph)
-
-
-def attr_to_proto(attr: ir.Attr) -> onnx.AttributeProto:
-    """An :class:`ir.Attr` (with a concrete value) as an AttributeProto."""
-    kind = attr.kind
-    value = attr.value
-    K = ir.AttrKind
-    if kind == K.TENSOR:
-        return oh.make_attribute(attr.name, tensor_to_proto(value))
-    if kind == K.TENSORS:
-        return oh.make_attribute(attr.name, [tensor_to_proto(v) for v in value], attr_type=onnx.AttributeProto.TENSORS)
-    if kind == K.GRAPH:
-        return oh.make_attribute(attr.name, graph_to_proto(value))
-    if kind == K.GRAPHS:
-        return oh.make_attribute(attr.name, [graph_to_proto(v) for v in value], attr_type=onnx.AttributeProto.GRAPHS)
-    if kind == K.TYPE_PROTO:
-        return oh.make_attribute(attr.name, type_to_proto(value))
-    if kind == K.TYPE_PROTOS:
-        return oh.make_attribute(attr.name, [type_to_proto(v) for v in value], attr_type=onnx.AttributeProto.TYPE_PROTOS)
-    if kind in (K.INTS, K.FLOATS, K.STRINGS):
-        return oh.make_attribute(attr.name, list(value), attr_type=int(kind))
-    if kind == K.STRING:
-        return oh.make_attribute(attr.name, value, attr_type=onnx.AttributeProto.STRING)
-    if kind == K.FLOAT:
-        return oh.make_attribute(attr.name, float(value), attr_type=onnx.AttributeProto.FLOAT)
-    if kind == K.INT:
-        return oh.make_attribute(attr.name, int(value), attr_type=onnx.AttributeProto.INT)
-    return oh.make_attribute(attr.name, value)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dis
 import linecache
-import os
 import sys
 from types import CodeType, FrameType
 
@@ -19,23 +18,19 @@ from dsl.ir import SourceLocation
 
 __all__ = ["user_frame", "caller_location", "unpacked_count"]
 
-_EAGER_DIR = os.path.dirname(os.path.abspath(__file__))
-_INTERNAL_FILES = {
-    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "opsets.py"),
-    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "script.py"),
-    os.path.join(os.path.dirname(_EAGER_DIR), "dsl", "indexing.py"),
-}
+# The library's own packages: a frame running code of one of them is not the user's.
+_LIBRARY_PACKAGES = frozenset({"dsl", "eager", "converter"})
 
 
-def _internal(code: CodeType) -> bool:
-    filename = code.co_filename
-    return filename.startswith(_EAGER_DIR + os.sep) or filename in _INTERNAL_FILES
+def _internal(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.partition(".")[0] in _LIBRARY_PACKAGES
 
 
 def user_frame() -> FrameType | None:
-    """The innermost frame outside eager/ and the dsl facade (the user's code)."""
+    """The innermost frame whose module is not part of dsl, eager or converter (the user's code)."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and _internal(frame.f_code):
+    while frame is not None and _internal(frame):
         frame = frame.f_back
     return frame
 

@@ -22,8 +22,9 @@ from dsl.opsets import Op
 from eager import values
 from eager.call_site import caller_location
 from eager.results import declared_results, typed_results
+from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
-from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
+from eager.tensor import EagerTensor
 
 __all__ = ["has_graph_function", "run_control_flow"]
 

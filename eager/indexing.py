@@ -12,6 +12,7 @@ from typing import Any
 from dsl.errors import DslError
 from dsl.indexing import lower_subscript
 from eager.call_site import caller_location
+from eager.script_context import operator_opset
 
 __all__ = ["eager_getitem"]
 
@@ -19,10 +20,8 @@ __all__ = ["eager_getitem"]
 def _emit(op_type: str, inputs: list[Any], attributes: dict[str, Any]) -> list[Any]:
     if op_type == "Constant" and not inputs and set(attributes) == {"value"}:
         return [attributes["value"]]
-    from eager.op_call import call_op
-    from eager.tensor import operator_opset
-
-    return [call_op(operator_opset().get_op(op_type), inputs, attributes, num_outputs=1)]
+    # Each op the lowering emits (Slice, Gather, Squeeze...) has one output; calling it runs it.
+    return [operator_opset().get_op(op_type)(*inputs, **attributes)]
 
 
 def eager_getitem(target: Any, index: Any) -> Any:

@@ -22,13 +22,16 @@ from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import KernelBuildError, KernelSpec, build_kernel, sig_elem
+from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
-from eager.tensor import IN_EAGER_SCRIPT, EagerTensor
+from eager.tensor import EagerTensor
 
 __all__ = ["call_op", "OpFacts"]
 
 _LITERAL = "literal"  # placeholder in the signature until the literal's type is decided
+_ELEM_BY_DTYPE = values.ELEM_BY_DTYPE  # (the same dict, filled in place: one attribute lookup less per input)
+Signature = tuple[Any, ...]  # one eager.kernels.InputSig per input
 # Python number literal -> its array, per element type (``x * 2.0`` in a loop builds it once).
 _LITERALS: dict[tuple[type, Any, int], np.ndarray] = {}
 
@@ -132,61 +135,12 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     facts = op._eager_key
     if facts is None:
         facts = facts_of(op)
-    arrays: list[Any] = []
-    signature: list[Any] = []
-    torch_in = False
-    eager_in = False
-    literals = False
-    sequences = False
-    for index, value in enumerate(args):
-        cls = type(value)
-        if cls is np.ndarray:
-            array = value
-        elif cls is EagerTensor:
-            array = value.array
-            torch_in = torch_in or value.from_torch
-            eager_in = True
-        elif value is None:
-            arrays.append(None)
-            signature.append(None)
-            continue
-        elif cls is EagerSequence or (facts.takes_sequences and cls in (list, tuple) and _is_sequence(facts, index, value)):
-            items, elem, from_torch, from_eager = sequence_arrays(value, getattr(value, "elem_type", None))
-            torch_in = torch_in or from_torch
-            eager_in = eager_in or from_eager
-            arrays.append(items)
-            signature.append(("seq", elem, None))
-            sequences = True
-            continue
-        elif cls in (int, float, bool, list, tuple):
-            arrays.append(value)
-            signature.append(_LITERAL)
-            literals = True
-            continue
-        else:
-            array, from_torch = _coerce(op, index, value)
-            torch_in = torch_in or from_torch
-        elem = values.ELEM_BY_DTYPE.get(array.dtype)
-        if elem is None:
-            elem = _elem_or_raise(op, index, array)
-            if elem == types.STRING.enum and array.dtype != object:
-                array = array.astype(object)
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-        arrays.append(array)
-        signature.append((elem, array.ndim))
-    if literals:
-        _decide_literals(op, facts, arrays, signature)
-    if sequences:
-        _type_empty_sequences(op, signature)
-    if facts.optional_only:
-        _as_optionals(facts, signature)
-
+    arrays, signature, torch_in, eager_in = _read_inputs(op, facts, args)
     if num_outputs is None:
         num_outputs = facts.default_outputs
         if facts.ambiguous_outputs:
             num_outputs = _outputs_asked(op, arrays, kwargs, facts.default_outputs)
-    key = (facts.key, attribute_key(kwargs) if kwargs else (), tuple(signature), num_outputs)
+    key = (facts.key, attribute_key(kwargs) if kwargs else (), signature, num_outputs)
     kernel = KERNELS.get(key)
     if kernel is None:
         kernel = KERNELS.add(key, lambda: _prepare(op, facts, args, kwargs, signature, num_outputs, arrays))
@@ -204,6 +158,65 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     if num_outputs == 1:
         return outputs[0]
     return tuple(outputs)
+
+
+def _read_inputs(op: Op, facts: OpFacts, args: tuple[Any, ...] | list[Any]) -> tuple[list[Any], Signature, bool, bool]:
+    """The inputs as kernels take them, and the signature that picks the kernel.
+
+    Returns ``(arrays, signature, torch_in, eager_in)``: a C-contiguous array (a list of
+    them for a sequence, None for an omitted input) per input, the signature entry of
+    each (see :data:`eager.kernels.InputSig`), and whether any input was a torch tensor
+    or an EagerTensor (which decides what call_op returns).
+    """
+    arrays: list[Any] = []
+    signature: list[Any] = []
+    torch_in = eager_in = literals = sequences = False
+    for value in args:  # (no enumerate: the rare paths that need the position read len(arrays))
+        cls = type(value)
+        if cls is np.ndarray:
+            array = value
+        elif cls is EagerTensor:
+            array = value.array
+            torch_in = torch_in or value.from_torch
+            eager_in = True
+        elif value is None:
+            arrays.append(None)
+            signature.append(None)
+            continue
+        elif cls is EagerSequence or (
+            facts.takes_sequences and cls in (list, tuple) and _is_sequence(facts, len(arrays), value)
+        ):
+            items, elem, from_torch, from_eager = sequence_arrays(value, getattr(value, "elem_type", None))
+            torch_in = torch_in or from_torch
+            eager_in = eager_in or from_eager
+            arrays.append(items)
+            signature.append(("seq", elem, None))
+            sequences = True
+            continue
+        elif cls in (int, float, bool, list, tuple):
+            arrays.append(value)
+            signature.append(_LITERAL)
+            literals = True
+            continue
+        else:
+            array, from_torch = _coerce(op, len(arrays), value)
+            torch_in = torch_in or from_torch
+        elem = _ELEM_BY_DTYPE.get(array.dtype)
+        if elem is None:
+            elem = _elem_or_raise(op, len(arrays), array)
+            if elem == types.STRING.enum and array.dtype != object:
+                array = array.astype(object)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        arrays.append(array)
+        signature.append((elem, array.ndim))
+    if literals:
+        _decide_literals(op, facts, arrays, signature)
+    if sequences:
+        _type_empty_sequences(op, signature)
+    if facts.optional_only:
+        _as_optionals(facts, signature)
+    return arrays, tuple(signature), torch_in, eager_in
 
 
 def _is_sequence(facts: OpFacts, index: int, value: list[Any] | tuple[Any, ...]) -> bool:
@@ -390,7 +403,7 @@ def _subgraph_output_count(op: Op, kwargs: dict[str, Any]) -> int | None:
     return max(len(outputs) - (1 if op.name == "Loop" else 0), 1)
 
 
-def _describe_inputs(op: Op, args: tuple[Any, ...] | list[Any], arrays: list[Any], signature: list[Any]) -> str:
+def _describe_inputs(op: Op, args: tuple[Any, ...] | list[Any], arrays: list[Any], signature: Signature) -> str:
     parts = []
     for index, (array, sig) in enumerate(zip(arrays, signature)):
         name = _input_name(op, index)
@@ -414,7 +427,7 @@ def _prepare(
     facts: OpFacts,
     args: tuple[Any, ...] | list[Any],
     kwargs: dict[str, Any],
-    signature: list[Any],
+    signature: Signature,
     num_outputs: int,
     arrays: list[Any],
 ) -> Any:
@@ -437,7 +450,7 @@ def _prepare(
         ) from None
 
 
-def _check_value_kinds(op: Op, facts: OpFacts, signature: list[Any], location: Any) -> None:
+def _check_value_kinds(op: Op, facts: OpFacts, signature: Signature, location: Any) -> None:
     """A sequence where the op takes a tensor, or a tensor where it takes a sequence, is an
     error the exported model would report at load time; say so before building a kernel."""
     if op.schema is None:
@@ -470,7 +483,7 @@ def _check_value_kinds(op: Op, facts: OpFacts, signature: list[Any], location: A
             )
 
 
-def _check_required_inputs(op: Op, signature: list[Any], location: Any) -> None:
+def _check_required_inputs(op: Op, signature: Signature, location: Any) -> None:
     if op.schema is None:
         return
     import onnx.defs
@@ -506,7 +519,7 @@ class _RuntimeFallback:
         self.fallback_reason = reason
 
 
-def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: list[Any], runtime_error: Exception) -> Any:
+def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception) -> Any:
     if isinstance(runtime_error, DslError):
         raise runtime_error
     first = f"{kernel.backend}: {runtime_error}"

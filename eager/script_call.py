@@ -25,8 +25,9 @@ from dsl.errors import DslTypeError
 from eager import values
 from eager.call_site import caller_location
 from eager.results import declared_results, typed_results
+from eager.script_context import IN_EAGER_SCRIPT, OPERATOR_OPSET
 from eager.sequences import EagerSequence, sequence_arrays
-from eager.tensor import IN_EAGER_SCRIPT, OPERATOR_OPSET, EagerTensor
+from eager.tensor import EagerTensor
 
 __all__ = ["call_script"]
 

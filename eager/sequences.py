@@ -21,7 +21,8 @@ from dsl import types
 from dsl.errors import DslTypeError, EagerError
 from eager import values
 from eager.call_site import caller_location
-from eager.tensor import EagerTensor, operator_opset
+from eager.script_context import operator_opset
+from eager.tensor import EagerTensor
 
 __all__ = ["EagerSequence", "is_tensor_item", "sequence_arrays"]
 
@@ -59,9 +60,7 @@ class EagerSequence(list):
             )
         if isinstance(index, (np.integer, bool)):
             return self[int(index)]
-        from eager.op_call import call_op
-
-        return call_op(operator_opset().get_op("SequenceAt"), (self, index), {})
+        return operator_opset().get_op("SequenceAt")(self, index)  # a tensor position: the op runs
 
     def __repr__(self) -> str:
         name = "?" if self.elem_type is None else types.element_type_name(self.elem_type)

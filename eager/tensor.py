@@ -9,50 +9,27 @@ decide on real values; ``__array__`` hands the data to numpy and ``repr`` shows 
 
 from __future__ import annotations
 
-import contextvars
 from typing import Any
 
 import numpy as np
 
-from dsl import types
+from dsl import hooks, types
 from dsl.errors import DslTypeError, UnsupportedSyntaxError
 from dsl.operators import COMPARE, binary_spelling, unary_spelling
+from eager.indexing import eager_getitem
+from eager.script_context import operator_opset
 from eager.values import ELEM_BY_DTYPE, elem_type_of_array
 
-__all__ = ["EagerTensor", "operator_opset", "OPERATOR_OPSET", "IN_EAGER_SCRIPT"]
+__all__ = ["EagerTensor"]
 
-# The ai.onnx opset whose ops Python operators stand for (the running script's opset).
-OPERATOR_OPSET: contextvars.ContextVar[Any] = contextvars.ContextVar("eager_operator_opset", default=None)
-# True while a @script body runs eagerly: op results stay EagerTensors there.
-IN_EAGER_SCRIPT: contextvars.ContextVar[bool] = contextvars.ContextVar("eager_in_script", default=False)
-
-
-_DEFAULT_OPSET: list[Any] = []
-
-
-def operator_opset() -> Any:
-    """The opset Python operators use: the running script's, else the newest onnxruntime loads."""
-    found = OPERATOR_OPSET.get()
-    if found is not None:
-        return found
-    if not _DEFAULT_OPSET:
-        from dsl.onnxruntime_limits import max_opset
-        from dsl.opsets import get_opset
-
-        _DEFAULT_OPSET.append(get_opset("", max_opset()))
-    return _DEFAULT_OPSET[0]
-
-
-_CALL_OP: list[Any] = []
-_NO_ATTRIBUTES: dict[str, Any] = {}  # shared and never mutated: call_op only reads attributes
+_NO_ATTRIBUTES: dict[str, Any] = {}  # shared and never mutated: an eager op call only reads attributes
 
 
 def _call(op_type: str, inputs: tuple[Any, ...], attributes: tuple[tuple[str, int], ...]) -> Any:
-    if not _CALL_OP:
-        from eager.op_call import call_op
-
-        _CALL_OP.append(call_op)
-    return _CALL_OP[0](operator_opset().get_op(op_type), inputs, dict(attributes) if attributes else _NO_ATTRIBUTES)
+    # What ``op.Add(a, b)`` does in user code (Op.__call__), one call shorter: an operator
+    # runs many times in a loop, and eager calls are timed in microseconds.
+    op = operator_opset().get_op(op_type)
+    return hooks.run_op_eagerly(op, inputs, dict(attributes) if attributes else _NO_ATTRIBUTES)
 
 
 class EagerTensor:
@@ -148,7 +125,7 @@ class EagerTensor:
     # ------------------------------------------------------------- ONNX operators
 
     def _binary(self, ast_op: str, left: Any, right: Any) -> Any:
-        spelling = binary_spelling(ast_op, self.elem_type)
+        spelling = binary_spelling(ast_op, ELEM_BY_DTYPE.get(self.array.dtype) or self.elem_type)
         return _call(spelling.op_type, (left, right), spelling.attributes)
 
     def __add__(self, other: Any) -> Any:
@@ -261,6 +238,4 @@ class EagerTensor:
     # ------------------------------------------------------------------ indexing
 
     def __getitem__(self, index: Any) -> Any:
-        from eager.indexing import eager_getitem
-
         return eager_getitem(self, index)

@@ -1,4 +1,4 @@
-"""converter.in_place and converter.write_python: files rewritten over their old versions."""
+"""dsl.file_writing and converter.write_python: files rewritten over their old versions."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import onnx
 from onnx import TensorProto, helper
 
 import converter
-from converter.in_place import overwritten, write_text
 from converter.script_module import load_script_function
+from dsl.file_writing import overwritten, write_text
 
 
 def test_shorter_content_over_a_longer_file_leaves_only_the_new_bytes(tmp_path: Path) -> None:

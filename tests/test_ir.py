@@ -1,4 +1,4 @@
-"""The IR's own behaviour: callee collection, readable reprs, error rendering."""
+"""The IR's own behaviour: callee collection, the walker and use counts, readable reprs, error rendering."""
 
 from __future__ import annotations
 
@@ -73,3 +73,63 @@ def test_error_without_location_or_source_still_renders() -> None:
     assert render_location(ir.SourceLocation("a.xml", 3, 4)) == "a.xml:3:5"
     error = DslError("late").with_location(ir.SourceLocation("f.py", 1, 0, "x"))
     assert str(error).startswith("f.py:1:1: error: late")
+
+
+def _nested_model() -> tuple[ir.Graph, dict[str, ir.Node]]:
+    """x -> Relu -> If(then: Neg(r) then a Loop whose body reads x; else: Abs(x)) -> out.
+
+    Built by hand (no front end), so the oracle is the construction itself."""
+    x = ir.Value("x", types.FLOAT[2])
+    r = ir.Value("r")
+    relu = ir.Node("Relu", "", [x], [r], name="relu")
+    n = ir.Value("n")
+    neg = ir.Node("Neg", "", [r], [n], name="neg")
+    body_out = ir.Value("b")
+    body_add = ir.Node("Add", "", [x, x], [body_out], name="body_add")  # outer-scope capture of x
+    body = ir.Graph("body", [], [body_out], [body_add])
+    looped = ir.Value("looped")
+    loop = ir.Node("Loop", "", [None, None], [looped], {"body": ir.Attr("body", ir.AttrKind.GRAPH, body)}, name="loop")
+    then_branch = ir.Graph("then", [], [n], [neg, loop])
+    a = ir.Value("a")
+    abs_node = ir.Node("Abs", "", [x], [a], name="abs")
+    else_branch = ir.Graph("else", [], [a], [abs_node])
+    out = ir.Value("out")
+    if_node = ir.Node("If", "", [r], [out], {
+        "then_branch": ir.Attr("then_branch", ir.AttrKind.GRAPH, then_branch),
+        "else_branch": ir.Attr("else_branch", ir.AttrKind.GRAPH, else_branch),
+    }, name="if")
+    tail = ir.Node("Identity", "", [out], [ir.Value("y")], name="tail")
+    graph = ir.Graph("main", [x], [tail.outputs[0]], [relu, if_node, tail])
+    nodes = {node.name: node for node in (relu, neg, body_add, loop, abs_node, if_node, tail)}
+    return graph, nodes
+
+
+def test_walk_visits_every_node_once_in_pre_order_with_its_graph() -> None:
+    graph, nodes = _nested_model()
+    seen = [(node.name, where.name) for node, where in ir.walk(graph)]
+    assert seen == [
+        ("relu", "main"), ("if", "main"), ("neg", "then"), ("loop", "then"), ("body_add", "body"),
+        ("abs", "else"), ("tail", "main"),
+    ]
+    # GRAPHS attributes (a list of graphs) are entered as well
+    listed = ir.Node("Custom", "x", [], [ir.Value("z")], {
+        "bodies": ir.Attr("bodies", ir.AttrKind.GRAPHS, [ir.Graph("g1", nodes=[nodes["abs"]]), ir.Graph("g2")])
+    })
+    assert [node.name for node, _ in ir.walk(ir.Graph("top", nodes=[listed]))] == ["", "abs"]
+    assert [g.name for g in ir.subgraphs(nodes["if"])] == ["then", "else"]
+
+
+def test_use_counts_count_inputs_outputs_and_outer_scope_reads() -> None:
+    graph, nodes = _nested_model()
+    counts = ir.use_counts(graph)
+    x = graph.inputs[0]
+    assert counts[x] == 4  # Relu, Abs, and the loop body's Add reads it twice
+    assert counts[nodes["relu"].outputs[0]] == 2  # If's condition and Neg in a branch
+    assert counts[nodes["neg"].outputs[0]] == 1  # the then-branch's output
+    assert counts[graph.outputs[0]] == 1
+    assert nodes["loop"].outputs[0] not in counts  # nobody reads it
+
+
+def test_core_reprs_need_no_other_module() -> None:
+    assert ir.element_type_name(16) == "BFLOAT16" and ir.element_type_name(99) == "DataType(99)"
+    assert [ir.element_type_name(t.enum) for t in types.ELEMENT_TYPES.values()] == list(types.ELEMENT_TYPES)

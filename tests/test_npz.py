@@ -1,4 +1,4 @@
-"""converter.npz.write_npz: archives that np.load and zipfile read back bit for bit."""
+"""dsl.weights_file.write_npz: archives that np.load and zipfile read back bit for bit."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import converter.npz as npz_module
-from converter.npz import write_npz
+import dsl.weights_file as npz_module
+from dsl.weights_file import write_npz
 
 _DTYPES = st.sampled_from(["<f4", "<f8", "<f2", "<i1", "<i2", "<i4", "<i8", "<u1", "<u2", "<u4", "<u8",
                            "|b1", "<c8", "<c16", ">i4", ">f8"])

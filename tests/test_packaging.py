@@ -111,6 +111,26 @@ def test_import_dsl_does_not_load_onnxruntime() -> None:
     assert loaded == "[]"
 
 
+# What a repository tracks outside tests/data/: source, docs, configuration.  A wheel,
+# archive, pickle, compiled library or model there is a build artefact or a download.
+_ARTEFACT = re.compile(r"\.(whl|egg|tar|gz|bz2|xz|zip|7z|pkl|pickle|npz|npy|onnx|pb|so|dylib|dll|pyd|exe|o|a|pyc)$")
+
+
+def _tracked_artefacts(paths: list[str]) -> list[str]:
+    return [p for p in paths if not p.startswith("tests/data/") and _ARTEFACT.search(p.lower())]
+
+
+def test_no_binary_or_build_artefact_is_tracked_outside_test_data() -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing is tracked")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    assert _tracked_artefacts([p for p in tracked.split("\0") if p]) == []
+    # and the rule itself sees one: the wheel that once sat at the root
+    assert _tracked_artefacts(["py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl", "tests/data/m.onnx", "dsl/ir.py"]) == [
+        "py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl"
+    ]
+
+
 def test_command_line_help() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "converter.cli", "--help"], cwd=ROOT, capture_output=True, text=True, check=True

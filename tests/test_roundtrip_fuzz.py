@@ -426,7 +426,7 @@ def test_docstring_literals_hold_any_text(text: str) -> None:
     in one literal that ends where it should and that a file can hold (no NUL, UTF-8)."""
     import ast
 
-    from converter.to_python import _docstring
+    from converter.python_source.literals import docstring as _docstring
 
     literal = _docstring(text, "")
     parsed = ast.parse(literal)

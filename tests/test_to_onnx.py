@@ -87,6 +87,8 @@ def test_model_with_initializer_and_attribute_default_runs() -> None:
 
 
 def test_attributes_option_overrides_default() -> None:
+    from dsl.script_function import model_to_proto  # Python values and inline=: the facade's options
+
     model = model_to_proto(leaky_function(), attributes={"alpha": 0.5})
     onnx.checker.check_model(model, full_check=True)
     x = np.linspace(-5, 5, 8, dtype=np.float32).reshape(2, 4)
@@ -94,6 +96,8 @@ def test_attributes_option_overrides_default() -> None:
 
 
 def test_attribute_without_default_is_a_dsl_error_with_hint() -> None:
+    from dsl.script_function import model_to_proto  # Python values and inline=: the facade's options
+
     with pytest.raises(ConversionError) as caught:
         model_to_proto(leaky_function(default=None))
     assert "alpha" in str(caught.value)
@@ -563,6 +567,8 @@ def test_incompatible_opsets_of_caller_and_callee_are_an_error() -> None:
 
 
 def test_inline_option_writes_no_local_functions() -> None:
+    from dsl.script_function import model_to_proto  # Python values and inline=: the facade's options
+
     callee = leaky_function()
     a = ir.Value("a", FLOAT[3, 4])
     b = ir.Value("b", FLOAT[3, 4])

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 import converter
 from converter.compare import first_difference
 from converter.from_onnx import model_from_proto
-from converter.to_python import model_to_python, save_weights
+from converter.python_source import model_to_python, save_weights
 from dsl.errors import ConversionError
 from dsl.frontend.weights import load_weights
 from tests.proto_edits import node_case_models
@@ -605,7 +605,7 @@ def test_identifier_fast_paths_turn_each_run_of_other_characters_into_one_unders
     # The oracle: the regex rule the fast paths (str.replace, bytes.translate) stand for.
     import re
 
-    from converter.to_python import _identifier
+    from converter.python_source.names import identifier as _identifier
 
     expected = name
     if not (name.isidentifier() and name.isascii()):

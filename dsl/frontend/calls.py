@@ -15,9 +15,8 @@ from dsl import ir
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
-from dsl.frontend.expressions import register_expression
+from dsl.frontend.scripted import Scripted, ScriptedGraph
 from dsl.opsets import Op, python_to_attr
-from dsl.script_function import GraphFunction, ScriptFunction
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -44,7 +43,7 @@ def _formal_types(op: Op, count: int) -> list[str | None]:
 class CallCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for call expressions."""
 
-    def expr_call(self, node: ast.Call, output_count: int | None = None) -> Any:
+    def visit_Call(self, node: ast.Call, output_count: int | None = None) -> Any:
         callee = self.expr(node.func)
         for argument in node.args:
             if isinstance(argument, ast.Starred):
@@ -58,9 +57,9 @@ class CallCompiler(_CompilerBase):
             target = callee.value
             if isinstance(target, Op):
                 return self.call_op(target, node, output_count)
-            if isinstance(target, ScriptFunction):
+            if isinstance(target, Scripted):
                 return self.call_script(target, node, output_count)
-            if isinstance(target, GraphFunction):
+            if isinstance(target, ScriptedGraph):
                 raise DslTypeError(f"the @graph function {target.name!r} cannot be called",
                                    self.loc(node), hint="pass it as a graph attribute: body=..., then_branch=...")
             if target is range:
@@ -87,7 +86,7 @@ class CallCompiler(_CompilerBase):
         operands = [self.expr(argument) for argument in node.args]
         attributes: dict[str, ir.Attr] = {}
         for keyword in node.keywords:
-            if keyword.arg is not None:  # always: expr_call has refused **mapping
+            if keyword.arg is not None:  # always: visit_Call has refused **mapping
                 attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)
         inputs = self.op_inputs(op, operands, node.args)
         if output_count is not None:
@@ -117,7 +116,7 @@ class CallCompiler(_CompilerBase):
         if isinstance(operand, ValueTuple):
             raise DslTypeError(f"attribute {name} of {op.name} cannot hold several values", location)
         value = operand.value
-        if isinstance(value, GraphFunction):
+        if isinstance(value, ScriptedGraph):
             return op.make_attr(name, self.compile_graph_function(value, location), location)
         try:
             return op.make_attr(name, value, location)
@@ -147,33 +146,17 @@ class CallCompiler(_CompilerBase):
         return inputs
 
     # ---------------------------------------------------------- script calls
-    def call_script(self, target: Any, node: ast.Call, output_count: int | None) -> Any:
+    def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:
         location = self.loc(node)
-        from dsl.frontend.compiler import is_compiling
-
-        if is_compiling(target):
+        if self.is_compiling(target):
             raise DslTypeError(
                 f"{target.name} calls itself (directly or through other functions)",
                 location,
                 hint="ONNX functions cannot be recursive; write the repetition as a loop",
             )
         callee: ir.Function = self.callee_function(target, location)
-        code = target.python_function.__code__
-        order = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
         params = {p.name: p for p in callee.attr_params}
-        given: dict[str, ast.expr] = {}
-        if len(node.args) > len(order):
-            raise OpCallError(f"{target.name} takes {len(order)} arguments, got {len(node.args)}", location,
-                              hint=f"its parameters are ({', '.join(order)})")
-        given.update(zip(order, node.args))
-        for keyword in node.keywords:
-            name = keyword.arg or ""
-            if name not in order:
-                raise OpAttributeError(f"{target.name} has no parameter {name!r}", self.loc(keyword),
-                                       hint=f"its parameters are ({', '.join(order)})")
-            if name in given:
-                raise OpCallError(f"{target.name} got {name!r} twice", self.loc(keyword))
-            given[name] = keyword.value
+        given = self.script_arguments(target, node)
         inputs: list[ir.Value | None] = []
         for formal in callee.inputs:
             argument = given.get(formal.name)
@@ -214,15 +197,31 @@ class CallCompiler(_CompilerBase):
             return outputs[0]
         return ValueTuple(tuple(outputs))
 
-    def callee_function(self, target: Any, location: Any) -> ir.Function:
+    def script_arguments(self, target: Scripted, node: ast.Call) -> dict[str, ast.expr]:
+        """The argument of each parameter a call of ``target`` names, by position or keyword."""
+        code = target.python_function.__code__
+        order = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+        if len(node.args) > len(order):
+            raise OpCallError(f"{target.name} takes {len(order)} arguments, got {len(node.args)}", self.loc(node),
+                              hint=f"its parameters are ({', '.join(order)})")
+        given: dict[str, ast.expr] = dict(zip(order, node.args))
+        for keyword in node.keywords:
+            name = keyword.arg or ""
+            if name not in order:
+                raise OpAttributeError(f"{target.name} has no parameter {name!r}", self.loc(keyword),
+                                       hint=f"its parameters are ({', '.join(order)})")
+            if name in given:
+                raise OpCallError(f"{target.name} got {name!r} twice", self.loc(keyword))
+            given[name] = keyword.value
+        return given
+
+    def callee_function(self, target: Scripted, location: Any) -> ir.Function:
         """The callee's IR; an inline callee compiled against another ai.onnx version is
         compiled again against the caller's, so its body can be inlined."""
-        callee: ir.Function = target.function
+        callee = self.compiled_callee(target)
         version = self.ctx.default_opset.version
         if target.inline and callee.opset_imports.get("", version) != version and target.opset is None:
-            again = ScriptFunction(target.python_function, opset=self.ctx.default_opset, domain=target.domain,
-                                   name=target.name, inline=True)
-            callee = again.function
+            callee = self.compiled_callee(target, self.ctx.default_opset)
         return callee
 
     def script_attribute(self, function_name: str, param: ir.AttrParam, node: ast.expr) -> ir.Attr:
@@ -265,5 +264,3 @@ class CallCompiler(_CompilerBase):
             raise DslTypeError(f"calling {getattr(target, '__name__', target)!r} failed: "
                                f"{type(err).__name__}: {err}", self.loc(node)) from None
 
-
-register_expression(ast.Call, CallCompiler.expr_call)

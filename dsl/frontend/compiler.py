@@ -1,18 +1,20 @@
 """The compiler of one scripted function: ties source, scopes, builders and visitors together.
 
 Each kind of Python construct is handled by a mixin in its own module (expressions,
-calls, statements, control flow, subgraphs), one ``visit``-style method per ``ast``
-node kind, each raising errors against the node it visits.  This class holds the
-state they share: the current graph builder, the current scope, and the namespace the
-function was defined in.
+calls, statements, control flow, subgraphs), one ``visit_<Kind>`` method per ``ast``
+node kind (found by name: ``visit_BinOp`` for ``ast.BinOp``), each raising errors
+against the node it visits.  This class holds the state they share: the current graph
+builder, the current scope, and the namespace the function was defined in.  A call of a
+scripted function that has no IR yet compiles it first, with a nested compiler
+(:func:`kept_function`), whose result the caller's ``finish`` completes and the callee
+keeps.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import difflib
-import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,90 +29,63 @@ from dsl.frontend.control_flow import ControlFlowCompiler
 from dsl.frontend.exits import ReturnExit
 from dsl.frontend.expressions import ExpressionCompiler
 from dsl.frontend.opset_choice import referenced_opsets
+from dsl.frontend.origin import MISSING, Origin
 from dsl.frontend.scope import Scope
-from dsl.frontend.signature import read_signature
-from dsl.frontend.source import FunctionSource, function_source
+from dsl.frontend.scripted import CompiledFunction, Finish, Scripted
+from dsl.frontend.signature import Parameter, read_signature
+from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
 from dsl.frontend.subgraphs import SubgraphCompiler
 from dsl.frontend.weights import Initializer, attach_input_default, initializer_operand
-from dsl.opsets import get_opset
+from dsl.opsets import Opset, get_opset
 
-__all__ = ["FunctionCompiler", "Origin"]
+__all__ = ["FunctionCompiler", "compile_function", "kept_function"]
 
-_MISSING = object()
-_BUILTINS = vars(builtins)  # a dict lookup: getattr raises and catches for every miss
 _SCALARS = (bool, int, float, str)
-_COMPILING = threading.local()
-
-
-def is_compiling(script_function: Any) -> bool:
-    """Whether ``script_function`` is being compiled on this thread (a recursive call)."""
-    return any(f is script_function for f in getattr(_COMPILING, "stack", ()))
-
-
-class Origin:
-    """Where names not bound in the body come from: the closure, the globals, builtins."""
-
-    __slots__ = ("closure", "globals", "operands", "source")
-
-    def __init__(self, python_function: Any, source: FunctionSource) -> None:
-        self.source = source
-        # Names resolved here, as operands: made once per compile (``op`` in every ``op.X``).
-        self.operands: dict[str, PyValue] = {}
-        self.globals: dict[str, Any] = getattr(python_function, "__globals__", {})
-        code = python_function.__code__
-        cells = python_function.__closure__ or ()
-        self.closure: dict[str, Any] = {}
-        for name, cell in zip(code.co_freevars, cells):
-            try:
-                self.closure[name] = cell.cell_contents
-            except ValueError:  # a closure variable not assigned yet
-                continue
-
-    def resolve(self, name: str) -> Any:
-        found = self.closure.get(name, _MISSING)
-        if found is _MISSING:
-            found = self.globals.get(name, _MISSING)
-        if found is _MISSING:
-            found = _BUILTINS.get(name, _MISSING)
-        return found
-
-    def evaluate(self, node: ast.expr) -> Any:
-        """Evaluate an annotation expression in the function's namespace."""
-        location = self.source.location(node)
-        try:
-            code = compile(ast.Expression(body=node), location.file, "eval")
-            return eval(code, self.globals, dict(self.closure))
-        except Exception as err:
-            raise DslTypeError(
-                f"cannot evaluate annotation: {type(err).__name__}: {err}",
-                location,
-                hint="annotations must name tensor types (FLOAT[...]) or int/float/str/bool/list[...]",
-            ) from None
 
 
 class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler):
-    """Compiles one :class:`dsl.script_function.ScriptFunction` into an :class:`ir.Function`."""
+    """Compiles one :class:`Scripted` function into a :class:`CompiledFunction`.
 
-    def __init__(self, script_function: Any) -> None:
+    ``finish`` runs the passes on what a nested compile of a callee makes; ``opset``
+    overrides the function's own pin (an inline callee compiled for its caller);
+    ``callers`` are the functions whose compiles this one is nested in.
+    """
+
+    def __init__(
+        self, script_function: Scripted, finish: Finish, opset: Opset | None = None,
+        callers: tuple[Scripted, ...] = (),
+    ) -> None:
         self.script_function = script_function
+        self.finish = finish
+        self.pinned_opset = opset if opset is not None else script_function.opset
+        self.compiling = (*callers, script_function)
         python_function = script_function.python_function
         source = function_source(python_function)
         self.origin = Origin(python_function, source)
         self.tree = source.tree
         self.loop_depth = 0
-        self.while_conditions: list[ir.Value] = []  # see ControlFlowCompiler.prune_while_conditions
+        self.while_conditions: list[ir.Value] = []  # for the prune-loop-carried pass (CompiledFunction)
         self.declared_outputs: list[Any] | None = None
         self.inline_callees: list[ir.Function] = []
         self.callee_imports: dict[str, int] = {}
         self.current_statement: ast.stmt | None = None  # for locating internal errors
         self._locations: dict[Any, ir.SourceLocation] = {}
+        self.visitors: dict[type, Callable[[Any, Any], Any]] = {}  # ast kind -> visit_<Kind> (find_visitor)
         opset = self._choose_opset()
         self.ctx = CompileContext(opset)
         self.builder = GraphBuilder(self.ctx, script_function.name)
         self.scope = Scope()
 
     # ------------------------------------------------------------------ helpers
+    def find_visitor(self, node: ast.AST) -> Callable[[Any, Any], Any] | None:
+        """The ``visit_<Kind>`` method for ``node`` (None: the syntax is not supported),
+        looked up by name once per kind and compile, then kept in ``visitors``."""
+        found = getattr(type(self), "visit_" + type(node).__name__, None)
+        if found is not None:
+            self.visitors[type(node)] = found
+        return found
+
     def loc(self, node: Any) -> ir.SourceLocation:
         found = self._locations.get(node)
         if found is None:
@@ -127,7 +102,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         if outer is not None:
             return outer
         found = self.origin.resolve(name)
-        if found is _MISSING:
+        if found is MISSING:
             known = list(self._visible_names())
             close = difflib.get_close_matches(name, known, n=2)
             raise DslNameError(
@@ -152,7 +127,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         return names
 
     def _choose_opset(self) -> Any:
-        pinned = self.script_function.opset
+        pinned = self.pinned_opset
         code = self.script_function.python_function.__code__
         found, callees = referenced_opsets(code, self.tree, self._resolve_for_scan, self.loc)
         onnx_use = found.get("")
@@ -167,17 +142,30 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         if onnx_use is not None:
             return get_opset("", onnx_use)
         for callee in callees:  # no op of its own: follow the functions it calls
-            if not is_compiling(callee):
-                version = callee.function.opset_imports.get("")
+            if not self.is_compiling(callee):
+                version = self.compiled_callee(callee).opset_imports.get("")
                 if version is not None:
                     return get_opset("", version)
         from dsl.onnxruntime_limits import max_opset
 
         return get_opset("", max_opset())
 
+    def is_compiling(self, scripted: Any) -> bool:
+        """Whether ``scripted`` is this function or one whose compile this one is nested in
+        (so calling it would be recursion)."""
+        return any(f is scripted for f in self.compiling)
+
+    def compiled_callee(self, callee: Scripted, opset: Opset | None = None) -> ir.Function:
+        """The finished IR of a called function: the one kept in its slot, compiled here
+        (nested) when it has none yet; with ``opset``, compiled against that opset for
+        this caller alone and not kept."""
+        if opset is None:
+            return kept_function(callee, self.finish, self.compiling)
+        return compile_function(callee, self.finish, opset, self.compiling)
+
     def _resolve_for_scan(self, name: str) -> Any:
         found = self.origin.resolve(name)
-        return None if found is _MISSING else found
+        return None if found is MISSING else found
 
     # ------------------------------------------------------- operand conversion
     def as_value(
@@ -254,7 +242,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         return value
 
     # ------------------------------------------------------------------- driver
-    def compile(self) -> ir.Function:
+    def compile(self) -> CompiledFunction:
         script_function = self.script_function
         tree = self.tree
         if isinstance(tree, ast.AsyncFunctionDef):
@@ -269,18 +257,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             self.origin.evaluate,
             self.loc,
         )
-        graph = self.builder.graph
-        attr_params: list[ir.AttrParam] = []
-        for parameter in signature.parameters:
-            if parameter.attr_kind is None:
-                value = self.ctx.new_value(parameter.name, parameter.location, type=parameter.type)
-                graph.inputs.append(value)
-                attach_input_default(self, value, defaults.get(parameter.name))
-                self.scope.bind(parameter.name, value)
-            else:
-                param = ir.AttrParam(parameter.name, parameter.attr_kind, parameter.default, parameter.location)
-                attr_params.append(param)
-                self.scope.bind(parameter.name, AttrRef(param))
+        attr_params = self._bind_parameters(signature.parameters, defaults)
         if signature.output_types is not None:
             self.declared_outputs = signature.output_types
         body = tree.body
@@ -296,7 +273,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 hint="end the function with 'return <tensor>' (every path must return)",
             )
         self._set_outputs(outcome, signature.output_types)
-        self.prune_while_conditions(graph)
+        graph = self.builder.graph
         self.ctx.finalize_names(graph)
         opset_imports = {domain: version for domain, (version, _) in self.ctx.opsets_used.items()}
         opset_imports.setdefault("", self.ctx.default_opset.version)
@@ -311,11 +288,23 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             doc_string=doc_string,
             location=self.loc(tree),
         )
-        if self.inline_callees:
-            from dsl.inline import inline_calls
+        return CompiledFunction(function, self.inline_callees, self.while_conditions)
 
-            function = inline_calls(function, only=self.inline_callees)
-        return function
+    def _bind_parameters(self, parameters: list[Parameter], defaults: dict[str, Any]) -> list[ir.AttrParam]:
+        """Tensor parameters become graph inputs, the others attribute parameters."""
+        graph = self.builder.graph
+        attr_params: list[ir.AttrParam] = []
+        for parameter in parameters:
+            if parameter.attr_kind is None:
+                value = self.ctx.new_value(parameter.name, parameter.location, type=parameter.type)
+                graph.inputs.append(value)
+                attach_input_default(self, value, defaults.get(parameter.name))
+                self.scope.bind(parameter.name, value)
+            else:
+                param = ir.AttrParam(parameter.name, parameter.attr_kind, parameter.default, parameter.location)
+                attr_params.append(param)
+                self.scope.bind(parameter.name, AttrRef(param))
+        return attr_params
 
     def _set_outputs(self, outcome: ReturnExit, output_types: list[Any] | None) -> None:
         location = outcome.location
@@ -373,15 +362,13 @@ def _defaults(python_function: Any) -> dict[str, Any]:
     return found
 
 
-def compile_with_safety_net(script_function: Any) -> ir.Function:
+def compile_with_safety_net(
+    script_function: Scripted, finish: Finish, opset: Opset | None = None, callers: tuple[Scripted, ...] = ()
+) -> CompiledFunction:
     """Run the compiler; an unexpected internal exception becomes a located DslError."""
     compiler: FunctionCompiler | None = None
-    stack = getattr(_COMPILING, "stack", None)
-    if stack is None:
-        stack = _COMPILING.stack = []
-    stack.append(script_function)
     try:
-        compiler = FunctionCompiler(script_function)
+        compiler = FunctionCompiler(script_function, finish, opset, callers)
         return compiler.compile()
     except DslError:
         raise
@@ -396,8 +383,29 @@ def compile_with_safety_net(script_function: Any) -> ir.Function:
             _where(compiler),
             hint="this is a bug in onnxquill; please report it with this function",
         ) from err
-    finally:
-        stack.pop()
+
+
+def compile_function(
+    script_function: Scripted, finish: Finish, opset: Opset | None = None, callers: tuple[Scripted, ...] = ()
+) -> ir.Function:
+    """Compile ``script_function`` and let ``finish`` run the passes it asks for; nothing is kept.
+
+    ``opset`` overrides its pinned opset; ``callers`` are the compiles this one is nested
+    in (to refuse recursion).
+    """
+    return finish(compile_with_safety_net(script_function, finish, opset, callers))
+
+
+def kept_function(script_function: Scripted, finish: Finish, callers: tuple[Scripted, ...] = ()) -> ir.Function:
+    """The finished IR kept in ``script_function.compiled``, compiled (once, under its
+    lock) when the slot is empty."""
+    found = script_function.compiled
+    if found is None:
+        with script_function.compile_lock:
+            found = script_function.compiled
+            if found is None:
+                found = script_function.compiled = compile_function(script_function, finish, None, callers)
+    return found
 
 
 def _where(compiler: FunctionCompiler | None) -> Any:

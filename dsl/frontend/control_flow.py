@@ -5,11 +5,12 @@ the names it assigned decide the node's outputs (If) or loop-carried values (Loo
 ``break`` and ``continue`` work through a hidden loop-carried flag, ``@continue``:
 ``break`` sets it to False, and the body's condition output is that flag (and, for
 ``while``, the loop test evaluated at the end of the body).  Common forms give the Loop
-one would write by hand, which ``converter.to_python`` relies on to write loops back as
-Python: ``range(n)`` is the trip count ``n`` itself, a final ``if b: break`` is
+one would write by hand (:mod:`dsl.loop_forms` lists them), which the Python back end relies
+on to write loops back as Python: ``range(n)`` is the trip count ``n`` itself, a final ``if b: break`` is
 ``Not(b)``, a leading ``if not c: break`` is the condition input ``c``, and ``while c:``
-carries no copy of ``c`` that nothing reads (:meth:`prune_while_conditions`).  An ``if`` on a
-compile-time constant compiles only the branch taken; an ``if`` on an attribute
+carries no copy of ``c`` that nothing reads (the Loop outputs that carry it are listed in
+``while_conditions``, for the pass :mod:`dsl.passes.prune_loop_carried`).  An ``if`` on
+a compile-time constant compiles only the branch taken; an ``if`` on an attribute
 parameter becomes a real If on ``Constant(value_int=@flag)``, so the function keeps
 working for every value of the attribute.
 """
@@ -28,7 +29,7 @@ from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
 from dsl.frontend.expressions import _same_constant
-from dsl.frontend.statements import register_statement
+from dsl.loop_forms import CONDITION_TYPE, ITERATION_TYPE, carried_type, empty_shape, known_scalar
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -39,7 +40,6 @@ __all__ = ["ControlFlowCompiler", "assigned_names"]
 
 CONTINUE_FLAG = "@continue"
 _INT64 = types.INT64.enum
-_BOOL = types.BOOL.enum
 
 
 @dataclass(slots=True)
@@ -88,7 +88,7 @@ class ControlFlowCompiler(_CompilerBase):
             self.leave(saved)
         return Branch(builder, scope, outcome)
 
-    def stmt_if(self, node: ast.If) -> Any:
+    def visit_If(self, node: ast.If) -> Any:
         condition = self.expr(node.test)
         if isinstance(condition, PyValue):
             taken = node.body if self.truth(condition, node.test) else node.orelse
@@ -212,7 +212,7 @@ class ControlFlowCompiler(_CompilerBase):
         return self.emit_if(node, condition, then, orelse, [then.outcome], [orelse.outcome])[0]
 
     # --------------------------------------------------------------- loops
-    def stmt_for(self, node: ast.For) -> None:
+    def visit_For(self, node: ast.For) -> None:
         if node.orelse:
             raise UnsupportedSyntaxError("for/else is not supported", self.loc(node.orelse[0]),
                                          hint="use a flag variable set before break")
@@ -309,7 +309,7 @@ class ControlFlowCompiler(_CompilerBase):
             return self.as_value(PyValue(span), node, elem=_INT64)
         return span
 
-    def stmt_while(self, node: ast.While) -> None:
+    def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise UnsupportedSyntaxError("while/else is not supported", self.loc(node.orelse[0]),
                                          hint="use a flag variable set before break")
@@ -327,22 +327,21 @@ class ControlFlowCompiler(_CompilerBase):
         the reduced axis), which Python accepts; the Loop's condition must be a scalar,
         so such a condition is reshaped to ``[]`` unless it is known to be one already.
         """
-        if _known_scalar(condition):
+        if known_scalar(condition):
             return condition
-        no_axes = self.own_constant(np.zeros(0, dtype=np.int64), node)
+        no_axes = self.own_constant(empty_shape(), node)
         return self.builder.operator("Reshape", [condition, no_axes], self.loc(node))
 
     def own_constant(self, array: np.ndarray, node: ast.AST) -> ir.Value:
         """A Constant node of its own (not shared with equal literals, as ``as_value`` does),
         so that the nodes a loop adds around its condition always have the same shape,
-        whatever the rest of the function holds: ``converter.to_python`` relies on it."""
+        whatever the rest of the function holds (the forms of :mod:`dsl.loop_forms`)."""
         return self.builder.operator("Constant", [], self.loc(node), value=array)
 
     def compile_loop(
         self, node: ast.stmt, trip: Any, condition: ir.Value | None, body: list[ast.stmt],
         loop_variable: tuple[str, Any, Any] | None, while_test: ast.expr | None,
     ) -> None:
-        ctx = self.ctx
         location = self.loc(node)
         variable_name = loop_variable[0] if loop_variable is not None else None
         assigned = [n for n in assigned_names(body) if n != variable_name]
@@ -352,16 +351,50 @@ class ControlFlowCompiler(_CompilerBase):
             if binding is None or _not_a_value(binding):
                 continue
             carried.append((name, self.as_value(binding, node)))
+        loop_body, keep_going = self.loop_body(node, carried, body, loop_variable, while_test)
+        for name in assigned:
+            if self.scope.lookup(name) is None:
+                self.scope.bind(name, Undefined(
+                    f"{name!r} is only assigned inside the loop at line {location.line}",
+                    "assign an initial value before the loop to use it afterwards",
+                ))
+        if variable_name is not None:
+            self.scope.bind(variable_name, Undefined(
+                f"the loop variable {variable_name!r} is not available after the loop",
+                "keep the value you need in a variable assigned before the loop",
+            ))
+        if not carried:
+            return  # a loop that changes nothing computes nothing
+        if trip is not None and isinstance(keep_going, PyValue) and condition is None:
+            condition_input = None
+        elif condition is None:
+            condition_input = self.own_constant(np.array(True), node)
+        else:
+            condition_input = condition
+        outputs = self.emit_loop(node, trip, condition_input, carried, loop_body)
+        if isinstance(while_test, ast.Name) and isinstance(keep_going, PyValue) and len(carried) > 1:
+            position = next((k for k, (name, _) in enumerate(carried) if name == while_test.id), None)
+            if position is not None:
+                self.while_conditions.append(outputs[position])
+
+    def loop_body(
+        self, node: ast.stmt, carried: list[tuple[str, ir.Value]], body: list[ast.stmt],
+        loop_variable: tuple[str, Any, Any] | None, while_test: ast.expr | None,
+    ) -> tuple[ir.Graph, Any]:
+        """The body graph of a Loop, and what the ``@continue`` flag holds at its end."""
+        ctx = self.ctx
+        location = self.loc(node)
+        variable_name = loop_variable[0] if loop_variable is not None else None
         builder = GraphBuilder(ctx, "loop_body", parent=self.builder)
         builder.graph.location = location
         scope = self.scope.child()
         iteration = ctx.new_value(f"{variable_name}_index" if variable_name else "iteration", location,
-                                  type=ir.TensorType(_INT64, ()))
-        condition_in = ctx.new_value("cond_in", location, type=ir.TensorType(_BOOL, ()))
+                                  type=ITERATION_TYPE)
+        condition_in = ctx.new_value("cond_in", location, type=CONDITION_TYPE)
         builder.graph.inputs.extend([iteration, condition_in])
         for name, initial in carried:
             elem = ctx.elem(initial)
-            value = ctx.new_value(name, location, type=None if elem is None else ir.TensorType(elem, None))
+            value = ctx.new_value(name, location, type=carried_type(elem))
             builder.graph.inputs.append(value)
             scope.bind(name, value)
         saved = self.enter(builder, scope)
@@ -385,29 +418,19 @@ class ControlFlowCompiler(_CompilerBase):
         finally:
             self.loop_depth -= 1
             self.leave(saved)
-        for name in assigned:
-            if self.scope.lookup(name) is None:
-                self.scope.bind(name, Undefined(
-                    f"{name!r} is only assigned inside the loop at line {location.line}",
-                    "assign an initial value before the loop to use it afterwards",
-                ))
-        if variable_name is not None:
-            self.scope.bind(variable_name, Undefined(
-                f"the loop variable {variable_name!r} is not available after the loop",
-                "keep the value you need in a variable assigned before the loop",
-            ))
-        if not carried:
-            return  # a loop that changes nothing computes nothing
-        if trip is not None and isinstance(keep_going, PyValue) and condition is None:
-            condition_input = None
-        elif condition is None:
-            condition_input = self.own_constant(np.array(True), node)
-        else:
-            condition_input = condition
+        return builder.graph, keep_going
+
+    def emit_loop(
+        self, node: ast.stmt, trip: Any, condition_input: ir.Value | None, carried: list[tuple[str, ir.Value]],
+        body: ir.Graph,
+    ) -> list[ir.Value]:
+        """The Loop node; its outputs are bound to the carried names."""
+        ctx = self.ctx
+        location = self.loc(node)
         trip_input = None
         if trip is not None:
             trip_input = trip if isinstance(trip, ir.Value) else self.as_value(trip, node, elem=_INT64)
-        attributes = {"body": ir.Attr("body", ir.AttrKind.GRAPH, builder.graph, location=location)}
+        attributes = {"body": ir.Attr("body", ir.AttrKind.GRAPH, body, location=location)}
         inputs = [trip_input, condition_input, *(initial for _, initial in carried)]
         outputs = self.builder.call_op(ctx.operator("Loop"), inputs, attributes, location, len(carried))
         for (name, initial), output in zip(carried, outputs):
@@ -415,40 +438,7 @@ class ControlFlowCompiler(_CompilerBase):
             if elem is not None:
                 ctx.elem_types[output] = elem
             self.bind_name(name, output)
-        if isinstance(while_test, ast.Name) and isinstance(keep_going, PyValue) and len(carried) > 1:
-            position = next((k for k, (name, _) in enumerate(carried) if name == while_test.id), None)
-            if position is not None:
-                self.while_conditions.append(outputs[position])
-
-    def prune_while_conditions(self, graph: ir.Graph) -> None:
-        """Drop the loop-carried copy of ``c`` from each ``while c:`` Loop where nothing reads it.
-
-        ``c`` is assigned in the body, so it is carried like any variable; but the body's
-        condition output already is its final value, so when neither the body (before
-        reassigning it) nor anything after the loop reads it, the carried copy computes
-        nothing and the Loop is ``Loop("", c, x...)`` as one would write it by hand.  Runs
-        once the whole function is compiled, when every use is known.
-        """
-        if not self.while_conditions:
-            return
-        uses = _use_counts(graph)
-        for output in self.while_conditions:
-            loop = output.producer
-            if loop is None or uses.get(id(output), 0) or len(loop.outputs) < 2:
-                continue
-            body: ir.Graph = loop.attributes["body"].value
-            slot = loop.outputs.index(output)
-            formal, final = body.inputs[2 + slot], body.outputs[1 + slot]
-            if uses.get(id(formal), 0):
-                continue
-            del loop.inputs[2 + slot], loop.outputs[slot], body.inputs[2 + slot], body.outputs[1 + slot]
-            uses[id(final)] -= 1
-            producer = final.producer
-            if producer is not None and producer.op_type == "Identity" and not uses[id(final)]:
-                body.nodes.remove(producer)  # the copy made only because the value was output twice
-                source = producer.inputs[0]
-                if source is not None:
-                    uses[id(source)] -= 1
+        return outputs
 
     def loop_condition(self, keep_going: Any, while_test: ast.expr | None, condition_in: ir.Value,
                        node: ast.AST) -> ir.Value:
@@ -470,60 +460,9 @@ class ControlFlowCompiler(_CompilerBase):
         return value
 
 
-# Ops whose result is a scalar when every input is one (no broadcasting to a higher rank).
-_SCALAR_PRESERVING = frozenset({
-    "Not", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-    "Cast", "CastLike", "Identity", "Add", "Sub", "Mul", "Div", "Neg", "Abs",
-})
-
-
-def _known_scalar(value: ir.Value, depth: int = 0) -> bool:
-    """Whether ``value`` is certainly rank 0: declared so, a scalar constant, or an
-    elementwise op over such values (a short walk up the producers, never the whole graph)."""
-    declared = value.type
-    if isinstance(declared, ir.TensorType) and declared.shape is not None:
-        return declared.shape == ()
-    producer = value.producer
-    if producer is None or producer.domain != "" or depth > 6:
-        return False
-    if producer.op_type == "Constant":
-        payload = producer.attributes.get("value")
-        if payload is None:  # value_int / value_float / value_string are scalars by definition
-            return any(name in producer.attributes for name in ("value_int", "value_float", "value_string"))
-        return isinstance(payload.value, ir.Tensor) and payload.value.array.ndim == 0
-    if producer.op_type in _SCALAR_PRESERVING:
-        return all(i is not None and _known_scalar(i, depth + 1) for i in producer.inputs)
-    return False
-
-
-def _use_counts(graph: ir.Graph) -> dict[int, int]:
-    """How often each value is read (node inputs, graph outputs), subgraphs included."""
-    uses: dict[int, int] = {}
-    stack = [graph]
-    while stack:
-        current = stack.pop()
-        for value in current.outputs:
-            uses[id(value)] = uses.get(id(value), 0) + 1
-        for node in current.nodes:
-            for read in node.inputs:
-                if read is not None:
-                    uses[id(read)] = uses.get(id(read), 0) + 1
-            for attr in node.attributes.values():
-                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-                    stack.append(attr.value)
-                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
-                    stack.extend(attr.value)
-    return uses
-
-
 def _not_a_value(operand: Any) -> bool:
     return operand is None or isinstance(operand, (Undefined, GraphDef, ValueTuple))
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-register_statement(ast.If, ControlFlowCompiler.stmt_if)
-register_statement(ast.For, ControlFlowCompiler.stmt_for)
-register_statement(ast.While, ControlFlowCompiler.stmt_while)

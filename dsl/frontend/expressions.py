@@ -77,30 +77,31 @@ def _same_constant(left: Any, right: Any) -> bool:
 
 
 class ExpressionCompiler(_CompilerBase):
-    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one method per expression kind."""
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one ``visit_<Kind>`` method
+    per expression kind (calls are in :mod:`dsl.frontend.calls`)."""
 
     def expr(self, node: ast.expr) -> Any:
         """Compile an expression to an operand (see :mod:`dsl.frontend.bindings`)."""
-        method = _EXPRESSIONS.get(type(node))
-        if method is None:
+        visitor = self.visitors.get(type(node)) or self.find_visitor(node)
+        if visitor is None:
             raise self.unsupported(node)
-        return method(self, node)
+        return visitor(self, node)
 
     def unsupported(self, node: ast.AST) -> UnsupportedSyntaxError:
         what, hint = UNSUPPORTED_EXPRESSIONS.get(type(node), (type(node).__name__, "rewrite it with supported constructs"))
         return UnsupportedSyntaxError(f"{what} is not supported in @script", self.loc(node), hint=hint)
 
     # ------------------------------------------------------------- atoms
-    def expr_constant(self, node: ast.Constant) -> Any:
+    def visit_Constant(self, node: ast.Constant) -> Any:
         return PyValue(node.value)
 
-    def expr_name(self, node: ast.Name) -> Any:
+    def visit_Name(self, node: ast.Name) -> Any:
         found = self.scope.lookup(node.id)
         if found is None or isinstance(found, Undefined):  # outer names and mistakes: the full rules
             return self.resolve_name(node.id, node)
         return found
 
-    def expr_attribute(self, node: ast.Attribute) -> Any:
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
         if isinstance(base, PyValue):
             owner = base.value
@@ -127,7 +128,14 @@ class ExpressionCompiler(_CompilerBase):
         raise DslTypeError(f"cannot read attribute {node.attr!r} of this value", self.loc(node),
                            hint="only modules and opsets have attributes in @script")
 
-    def expr_sequence(self, node: ast.Tuple | ast.List) -> Any:
+    def visit_Tuple(self, node: ast.Tuple) -> Any:
+        return self.tuple_or_list(node)
+
+    def visit_List(self, node: ast.List) -> Any:
+        return self.tuple_or_list(node)
+
+    def tuple_or_list(self, node: ast.Tuple | ast.List) -> Any:
+        """A tuple or list display: a Python constant, or a ValueTuple of tensors (tuples only)."""
         items = [self.expr(item) for item in node.elts]
         if all(isinstance(item, PyValue) for item in items):
             values = [item.value for item in items]
@@ -141,7 +149,7 @@ class ExpressionCompiler(_CompilerBase):
         )
 
     # ---------------------------------------------------------- operators
-    def expr_binop(self, node: ast.BinOp) -> Any:
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
         name = type(node.op).__name__
         left = self.expr(node.left)
         right = self.expr(node.right)
@@ -196,7 +204,7 @@ class ExpressionCompiler(_CompilerBase):
                 hint="compile-time constants follow Python's rules",
             ) from None
 
-    def expr_unaryop(self, node: ast.UnaryOp) -> Any:
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         name = type(node.op).__name__
         operand = self.expr(node.operand)
         if isinstance(operand, PyValue):
@@ -207,7 +215,7 @@ class ExpressionCompiler(_CompilerBase):
         spelling = unary_spelling(name, self.ctx.elem(value))
         return self.apply_spelling(spelling, [value], node)
 
-    def expr_compare(self, node: ast.Compare) -> Any:
+    def visit_Compare(self, node: ast.Compare) -> Any:
         operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
         results: list[Any] = []
         for index, comparison in enumerate(node.ops):
@@ -244,7 +252,7 @@ class ExpressionCompiler(_CompilerBase):
             combined = self.builder.operator(op_type, [combined, other], self.loc(node))
         return combined
 
-    def expr_boolop(self, node: ast.BoolOp) -> Any:
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         values = [self.expr(v) for v in node.values]
         op_type = "And" if isinstance(node.op, ast.And) else "Or"
         if all(isinstance(v, PyValue) for v in values):
@@ -271,7 +279,7 @@ class ExpressionCompiler(_CompilerBase):
         return value
 
     # ---------------------------------------------------------- subscripts
-    def expr_subscript(self, node: ast.Subscript) -> Any:
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
         location = self.loc(node)
         if isinstance(base, PyValue) and not isinstance(base.value, (list, tuple, np.ndarray)):
@@ -359,7 +367,7 @@ class ExpressionCompiler(_CompilerBase):
         raise DslTypeError("this value cannot be used as an index", self.loc(node))
 
     # ------------------------------------------------- conditional expression
-    def expr_ifexp(self, node: ast.IfExp) -> Any:
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
         condition = self.expr(node.test)
         if isinstance(condition, PyValue):
             return self.expr(node.body if self.truth(condition, node.test) else node.orelse)
@@ -385,23 +393,3 @@ def _has_tensor(index: Any) -> bool:
     if isinstance(index, slice):
         return any(isinstance(part, ir.Value) for part in (index.start, index.stop, index.step))
     return isinstance(index, ir.Value)
-
-
-_EXPRESSIONS: dict[type, Any] = {
-    ast.Constant: ExpressionCompiler.expr_constant,
-    ast.Name: ExpressionCompiler.expr_name,
-    ast.Attribute: ExpressionCompiler.expr_attribute,
-    ast.Tuple: ExpressionCompiler.expr_sequence,
-    ast.List: ExpressionCompiler.expr_sequence,
-    ast.BinOp: ExpressionCompiler.expr_binop,
-    ast.UnaryOp: ExpressionCompiler.expr_unaryop,
-    ast.Compare: ExpressionCompiler.expr_compare,
-    ast.BoolOp: ExpressionCompiler.expr_boolop,
-    ast.Subscript: ExpressionCompiler.expr_subscript,
-    ast.IfExp: ExpressionCompiler.expr_ifexp,
-}
-
-
-def register_expression(kind: type, method: Any) -> None:
-    """Let another mixin module handle an expression kind (calls register ``ast.Call``)."""
-    _EXPRESSIONS[kind] = method

@@ -15,6 +15,7 @@ from dsl import ir
 from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit, contains_exit, with_continuation
+from dsl.frontend.scripted import GraphDecorator
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -44,7 +45,8 @@ if hasattr(ast, "TryStar"):
 
 
 class StatementCompiler(_CompilerBase):
-    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one method per statement kind."""
+    """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler`: one ``visit_<Kind>`` method
+    per statement kind (``if``/``for``/``while`` are in :mod:`dsl.frontend.control_flow`)."""
 
     def compile_block(self, statements: list[ast.stmt]) -> Any:
         """Compile statements in order; returns the exit marker of the block, or None."""
@@ -60,14 +62,14 @@ class StatementCompiler(_CompilerBase):
 
     def statement(self, node: ast.stmt) -> Any:
         self.current_statement = node
-        method = _STATEMENTS.get(type(node))
-        if method is None:
+        visitor = self.visitors.get(type(node)) or self.find_visitor(node)
+        if visitor is None:
             what, hint = UNSUPPORTED_STATEMENTS.get(type(node), (type(node).__name__, "rewrite it"))
             raise UnsupportedSyntaxError(f"{what} is not supported in @script", self.loc(node), hint=hint)
-        return method(self, node)
+        return visitor(self, node)
 
     # ------------------------------------------------------------ assignment
-    def stmt_assign(self, node: ast.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         value_node = node.value
         targets = node.targets
         if len(targets) == 1 and isinstance(targets[0], ast.Name):  # the usual ``name = ...``
@@ -75,7 +77,7 @@ class StatementCompiler(_CompilerBase):
             return
         unpacked = targets[0] if len(targets) == 1 else None
         if isinstance(value_node, ast.Call) and isinstance(unpacked, (ast.Tuple, ast.List)):
-            operand = self.expr_call(value_node, len(unpacked.elts))
+            operand = self.visit_Call(value_node, len(unpacked.elts))
         else:
             operand = self.expr(value_node)
         for target in targets:
@@ -145,7 +147,7 @@ class StatementCompiler(_CompilerBase):
                                hint="bind exactly as many names as there are values")
         return items
 
-    def stmt_annassign(self, node: ast.AnnAssign) -> None:
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is None:
             return None
         if not isinstance(node.target, ast.Name):
@@ -153,7 +155,7 @@ class StatementCompiler(_CompilerBase):
         self.bind_name(node.target.id, self.expr(node.value))
         return None
 
-    def stmt_augassign(self, node: ast.AugAssign) -> None:
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError(
                 "augmented assignment to x[...] is not supported (tensors are immutable in ONNX)",
@@ -181,24 +183,24 @@ class StatementCompiler(_CompilerBase):
                                          self.loc(node), hint="write the operation with an op call")
         return self.binary(name, left, right, node)
 
-    def stmt_delete(self, node: ast.Delete) -> None:
+    def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
             if not isinstance(target, ast.Name):
                 raise UnsupportedSyntaxError("only names can be deleted", self.loc(target))
             self.resolve_name(target.id, target)
             self.scope.bind(target.id, Undefined(f"{target.id!r} was deleted", "assign it again before use"))
 
-    def stmt_pass(self, node: ast.Pass) -> None:
+    def visit_Pass(self, node: ast.Pass) -> None:
         return None
 
-    def stmt_expr(self, node: ast.Expr) -> None:
+    def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return None  # a string used as a comment
         self.expr(node.value)
         return None
 
     # ------------------------------------------------------------------ exits
-    def stmt_return(self, node: ast.Return) -> ReturnExit:
+    def visit_Return(self, node: ast.Return) -> ReturnExit:
         if self.loop_depth > 0:
             raise UnsupportedSyntaxError(
                 "return inside a loop is not supported",
@@ -215,7 +217,7 @@ class StatementCompiler(_CompilerBase):
         declared = self.declared_outputs
         for item in items:
             if len(items) == 1 and declared is not None and len(declared) > 1 and isinstance(item, ast.Call):
-                operand = self.expr_call(item, len(declared))  # ``return op.TopK(...)`` with two declared outputs
+                operand = self.visit_Call(item, len(declared))  # ``return op.TopK(...)`` with two declared outputs
             else:
                 operand = self.expr(item)
             parts = list(operand.items) if isinstance(operand, ValueTuple) else [operand]
@@ -228,23 +230,21 @@ class StatementCompiler(_CompilerBase):
                 names.append(name)
         return ReturnExit(values, names, location)
 
-    def stmt_break(self, node: ast.Break) -> Any:
+    def visit_Break(self, node: ast.Break) -> Any:
         self.scope.bind("@continue", PyValue(False))
         return LOOP_EXIT
 
-    def stmt_continue(self, node: ast.Continue) -> Any:
+    def visit_Continue(self, node: ast.Continue) -> Any:
         return LOOP_EXIT
 
     # ------------------------------------------------------------ nested defs
-    def stmt_functiondef(self, node: ast.FunctionDef) -> None:
-        from dsl.script_function import graph
-
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         decorators = node.decorator_list
         only = decorators[0] if len(decorators) == 1 else None
         is_graph = False
         if isinstance(only, ast.Call) and not only.args:
             decorator = self.expr(only.func)
-            is_graph = isinstance(decorator, PyValue) and decorator.value is graph
+            is_graph = isinstance(decorator, PyValue) and isinstance(decorator.value, GraphDecorator)
         if not is_graph:
             raise UnsupportedSyntaxError(
                 f"nested function {node.name!r} is not supported unless decorated with @graph()",
@@ -252,22 +252,3 @@ class StatementCompiler(_CompilerBase):
                 hint="decorate it with @graph() to pass it as a subgraph, or make it a module-level @script function",
             )
         self.scope.bind(node.name, GraphDef(node, self.scope))
-
-
-_STATEMENTS: dict[type, Any] = {
-    ast.Assign: StatementCompiler.stmt_assign,
-    ast.AnnAssign: StatementCompiler.stmt_annassign,
-    ast.AugAssign: StatementCompiler.stmt_augassign,
-    ast.Delete: StatementCompiler.stmt_delete,
-    ast.Pass: StatementCompiler.stmt_pass,
-    ast.Expr: StatementCompiler.stmt_expr,
-    ast.Return: StatementCompiler.stmt_return,
-    ast.Break: StatementCompiler.stmt_break,
-    ast.Continue: StatementCompiler.stmt_continue,
-    ast.FunctionDef: StatementCompiler.stmt_functiondef,
-}
-
-
-def register_statement(kind: type, method: Any) -> None:
-    """Let the control-flow module handle ``if``/``for``/``while``."""
-    _STATEMENTS[kind] = method

@@ -16,8 +16,11 @@ from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import ReturnExit
+from dsl.frontend.origin import Origin
 from dsl.frontend.scope import Scope
+from dsl.frontend.scripted import ScriptedGraph
 from dsl.frontend.signature import read_signature
+from dsl.frontend.source import function_source
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -78,11 +81,8 @@ class SubgraphCompiler(_CompilerBase):
         builder.graph.location = self.loc(tree)
         return builder.graph
 
-    def compile_graph_function(self, graph_function: Any, location: Any) -> ir.Graph:
+    def compile_graph_function(self, graph_function: ScriptedGraph, location: Any) -> ir.Graph:
         """A module-level ``@graph()`` function: compiled with its own module's names."""
-        from dsl.frontend.compiler import Origin
-        from dsl.frontend.source import function_source
-
         source = function_source(graph_function.python_function)
         tree = source.tree
         if isinstance(tree, ast.AsyncFunctionDef):  # as for @script: a body is no coroutine

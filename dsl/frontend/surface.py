@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
@@ -24,8 +25,10 @@ from dsl import ir
 if TYPE_CHECKING:
     from dsl.frontend.bindings import GraphDef, PyValue
     from dsl.frontend.builder import CompileContext, GraphBuilder
-    from dsl.frontend.compiler import Origin
+    from dsl.frontend.origin import Origin
     from dsl.frontend.scope import Scope
+    from dsl.frontend.scripted import Scripted, ScriptedGraph
+    from dsl.opsets import Opset
 
 __all__ = ["CompilerSurface"]
 
@@ -46,8 +49,12 @@ class CompilerSurface(ABC):
     inline_callees: list[ir.Function]
     callee_imports: dict[str, int]
     current_statement: ast.stmt | None
+    visitors: dict[type, Callable[[Any, Any], Any]]
 
     # ------------------------------------------- FunctionCompiler (helpers)
+    @abstractmethod
+    def find_visitor(self, node: ast.AST) -> Callable[[Any, Any], Any] | None: ...
+
     @abstractmethod
     def loc(self, node: Any) -> ir.SourceLocation: ...
 
@@ -64,6 +71,12 @@ class CompilerSurface(ABC):
 
     @abstractmethod
     def output_value(self, value: ir.Value, taken: set[ir.Value], location: Any) -> ir.Value: ...
+
+    @abstractmethod
+    def is_compiling(self, scripted: Any) -> bool: ...
+
+    @abstractmethod
+    def compiled_callee(self, callee: Scripted, opset: Opset | None = None) -> ir.Function: ...
 
     # ---------------------------------------------------- ExpressionCompiler
     @abstractmethod
@@ -83,7 +96,7 @@ class CompilerSurface(ABC):
 
     # ---------------------------------------------------------- CallCompiler
     @abstractmethod
-    def expr_call(self, node: ast.Call, output_count: int | None = None) -> Any: ...
+    def visit_Call(self, node: ast.Call, output_count: int | None = None) -> Any: ...
 
     # ----------------------------------------------------- StatementCompiler
     @abstractmethod
@@ -98,4 +111,4 @@ class CompilerSurface(ABC):
     def compile_graph_def(self, graph_def: GraphDef, location: Any) -> ir.Graph: ...
 
     @abstractmethod
-    def compile_graph_function(self, graph_function: Any, location: Any) -> ir.Graph: ...
+    def compile_graph_function(self, graph_function: ScriptedGraph, location: Any) -> ir.Graph: ...

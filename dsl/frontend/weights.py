@@ -19,15 +19,12 @@ what it always is, a ``Constant`` node, so arrays written by hand keep their mea
 :func:`initializer_operand` and :func:`attach_input_default` are that rule, called by
 ``dsl.frontend.compiler``.
 
-``.npz`` files hold every numpy dtype; the ml_dtypes types (bfloat16, float8, 4-bit)
-have no ``.npy`` encoding, so they are stored as their raw bits (an unsigned integer
-array of the same item size) and their dtype names are recorded under ``__dtypes__``;
-:func:`load_weights` undoes that (``converter.to_python`` writes the files).
+:func:`load_weights` reads the ``.npz`` weights file that ``converter.to_python`` writes
+beside the source (its format, ml_dtypes arrays included, is :mod:`dsl.weights_file`'s).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
+from dsl.weights_file import read_weights_file
 
 __all__ = [
     "Initializer",
@@ -46,8 +44,6 @@ __all__ = [
     "initializer_operand",
     "attach_input_default",
 ]
-
-_DTYPES_KEY = "__dtypes__"
 
 
 @dataclass(slots=True, eq=False)
@@ -115,17 +111,12 @@ def sparse_initializer(values: Any, indices: Any, dims: Any, name: str = "", *, 
 def load_weights(module_file: str | os.PathLike[str], file_name: str) -> dict[str, np.ndarray]:
     """Read the ``.npz`` file ``file_name`` that lies beside ``module_file`` (pass ``__file__``).
 
+    A damaged file raises :class:`dsl.weights_file.WeightsFileError`.
+
     >>> weights = load_weights(__file__, "model.npz")      # doctest: +SKIP
     """
     path = os.path.join(os.path.dirname(os.path.abspath(os.fspath(module_file))), file_name)
-    with np.load(path, allow_pickle=False) as archive:
-        arrays = {key: archive[key] for key in archive.files}
-    dtypes = json.loads(str(arrays.pop(_DTYPES_KEY, np.array("{}"))))
-    for key, dtype_name in dtypes.items():
-        import ml_dtypes
-
-        arrays[key] = arrays[key].view(np.dtype(getattr(ml_dtypes, dtype_name)))
-    return arrays
+    return read_weights_file(path)
 
 
 def initializer_value(

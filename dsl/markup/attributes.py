@@ -265,69 +265,76 @@ def read_onnx_attribute(attribute: Attribute, kind: ir.AttrKind | None, bindings
         )
     if kind == K.STRING:
         return read_string(attribute, bindings)
-    if kind == K.INT:
-        text, whole = substitute(attribute, bindings)
-        if whole is _NO_VALUE:
-            elem = _element_type_word(text)
-            if elem is not None:
-                return elem
     if kind is None:
-        text, whole = substitute(attribute, bindings)
         try:
             return read_literal(attribute, bindings, "an attribute value")
         except MarkupError:
-            return text
+            return substitute(attribute, bindings)[0]  # not a literal: the text itself
+    if kind == K.INT:
+        text, whole = substitute(attribute, bindings)
+        elem = _element_type_word(text) if whole is _NO_VALUE else None
+        if elem is not None:
+            return elem
     value = read_literal(attribute, bindings, f"a {kind.name} attribute")
     if kind == K.INT:
-        number = _integral(value)
-        if isinstance(value, bool):
-            number = int(value)
-        if number is None:
-            raise MarkupError(
-                f"attribute {attribute.name} must be an integer, got {value!r}",
-                attribute.value_location,
-            )
-        return number
+        return _int_attribute(attribute, value)
     if kind == K.FLOAT:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise MarkupError(f"attribute {attribute.name} must be a number, got {value!r}", attribute.value_location)
         return float(value)
     if kind in (K.INTS, K.FLOATS, K.STRINGS):
-        items = value if isinstance(value, (list, tuple)) else [value]
-        converted: list[Any] = []
-        for item in items:
-            if kind == K.INTS:
-                number = _integral(item)
-                if number is None:
-                    raise MarkupError(
-                        f"attribute {attribute.name} must be a list of integers, found {item!r}",
-                        attribute.value_location,
-                        hint="write e.g. [1, 1]",
-                    )
-                converted.append(number)
-            elif kind == K.FLOATS:
-                if isinstance(item, bool) or not isinstance(item, (int, float)):
-                    raise MarkupError(
-                        f"attribute {attribute.name} must be a list of numbers, found {item!r}",
-                        attribute.value_location,
-                    )
-                converted.append(float(item))
-            else:
-                converted.append(str(item))
-        return converted
+        return _list_attribute(attribute, kind, value)
     if kind == K.TENSOR:
-        try:
-            array = np.asarray(value)
-        except ValueError:
-            array = None
-        if array is None or array.dtype.kind not in "biuf":
-            raise MarkupError(
-                f"attribute {attribute.name} must be a number or a (nested) list of numbers, got {value!r}",
-                attribute.value_location,
-            )
-        if array.dtype.kind == "f":
-            array = array.astype(np.float32)
-        elif array.dtype.kind in "iu":
-            array = array.astype(np.int64)
-        return array
+        return _tensor_attribute(attribute, value)
     return value
+
+
+def _int_attribute(attribute: Attribute, value: Any) -> int:
+    number = int(value) if isinstance(value, bool) else _integral(value)
+    if number is None:
+        raise MarkupError(f"attribute {attribute.name} must be an integer, got {value!r}", attribute.value_location)
+    return number
+
+
+def _list_attribute(attribute: Attribute, kind: ir.AttrKind, value: Any) -> list[Any]:
+    """INTS, FLOATS or STRINGS: each item checked (a single scalar is a one-item list)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    converted: list[Any] = []
+    for item in items:
+        if kind == ir.AttrKind.INTS:
+            number = _integral(item)
+            if number is None:
+                raise MarkupError(
+                    f"attribute {attribute.name} must be a list of integers, found {item!r}",
+                    attribute.value_location,
+                    hint="write e.g. [1, 1]",
+                )
+            converted.append(number)
+        elif kind == ir.AttrKind.FLOATS:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise MarkupError(
+                    f"attribute {attribute.name} must be a list of numbers, found {item!r}",
+                    attribute.value_location,
+                )
+            converted.append(float(item))
+        else:
+            converted.append(str(item))
+    return converted
+
+
+def _tensor_attribute(attribute: Attribute, value: Any) -> np.ndarray:
+    """A TENSOR: a number or (nested) list of numbers, as float32 or int64 (bool stays bool)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        array = None
+    if array is None or array.dtype.kind not in "biuf":
+        raise MarkupError(
+            f"attribute {attribute.name} must be a number or a (nested) list of numbers, got {value!r}",
+            attribute.value_location,
+        )
+    if array.dtype.kind == "f":
+        return array.astype(np.float32)
+    if array.dtype.kind in "iu":
+        return array.astype(np.int64)
+    return array

@@ -19,7 +19,7 @@ from dsl.errors import MarkupError
 from dsl.markup.compile import CompiledMarkup, MarkupCompiler
 from dsl.markup.project import locate_project, read_meta
 from dsl.markup.weights import NPZ_NAME, read_weights
-from dsl.markup.weights import write_weights as save_weights
+from dsl.weights_file import write_weights_file
 
 if TYPE_CHECKING:
     import onnx
@@ -161,7 +161,7 @@ def export(
     onnx.save(proto, str(outfile))
     if write_weights:
         directory = source.parent if source.is_file() else source
-        save_weights(directory / NPZ_NAME, compiled.weights)
+        write_weights_file(directory / NPZ_NAME, compiled.weights)
     if compiled.fresh_weights and not suppress:
         shown = ", ".join(compiled.fresh_weights[:5]) + (" ..." if len(compiled.fresh_weights) > 5 else "")
         print(f"onnxquill: initialised {len(compiled.fresh_weights)} weights afresh: {shown}", file=sys.stderr)

@@ -8,10 +8,13 @@ the wrong shape is an error, never reshaped or re-initialised.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from dsl import ir
 from dsl.errors import MarkupError
+from dsl.ir import SourceLocation
 from dsl.markup import attributes as read
 from dsl.markup.document import Element
 from dsl.markup.state import FLOAT, CompilerState
@@ -22,10 +25,49 @@ __all__ = ["ParamCompiler"]
 _PARAMS_ATTRS = ("name", "dim", "type", "init", "init_args", "shared", "frozen")
 
 
+class _Declaration(NamedTuple):
+    """What a ``<param>`` element says, read and checked."""
+
+    dims: tuple[int, ...]
+    elem: int
+    init: str
+    init_args: Any
+    shared: bool
+    frozen: bool
+    dims_location: SourceLocation
+    args_location: SourceLocation
+
+
 class ParamCompiler(CompilerState):
     """The parameter rule."""
 
     def _param(self, element: Element, prefix: str) -> ir.Value:
+        declared = self._param_declaration(element)
+        base = prefix + self._name(element, "name") + ("$constant" if declared.frozen else "")
+        if declared.shared:
+            existing = self._shared_param(base, declared, element)
+            if existing is not None:
+                return existing
+            name = base
+        else:
+            name = self._numbered_param_name(base)
+        array = self._param_array(name, declared)
+        value = ir.Value(
+            name,
+            ir.TensorType(declared.elem, declared.dims),
+            initializer=ir.Tensor(array, declared.elem, name),
+            location=element.location,
+        )
+        self._claim(value)
+        self.initializers.append(value)
+        self.weights[name] = array
+        if declared.frozen:
+            self.frozen.add(name)
+        if declared.shared:
+            self.shared_params[base] = (value, element.location)
+        return value
+
+    def _param_declaration(self, element: Element) -> _Declaration:
         self._check(element, _PARAMS_ATTRS, ("name", "dim"))
         get = element.get
         dims_attr = element.attributes["dim"]
@@ -46,50 +88,47 @@ class ParamCompiler(CompilerState):
         initial_value(init, init_args, (), elem, np.random.default_rng(0), args_location)
         shared = read.read_choice(get("shared"), self.bindings, ("yes", "no"), "no") == "yes"
         frozen = read.read_choice(get("frozen"), self.bindings, ("yes", "no"), "no") == "yes"
-        base = prefix + self._name(element, "name") + ("$constant" if frozen else "")
-        if shared:
-            existing = self.shared_params.get(base)
-            if existing is not None:
-                value, first = existing
-                if value.type != ir.TensorType(elem, dims):
-                    raise MarkupError(
-                        f"shared parameter {base!r} is {value.type!r} at {first}, but {ir.TensorType(elem, dims)!r} here",
-                        dims_attr.value_location,
-                        hint="every use of a shared parameter must declare the same dim and type",
-                    )
-                return value
+        return _Declaration(dims, elem, init, init_args, shared, frozen, dims_attr.value_location, args_location)
+
+    def _shared_param(self, base: str, declared: _Declaration, element: Element) -> ir.Value | None:
+        """The shared parameter ``base`` if an earlier use created it (checked to agree), else None."""
+        existing = self.shared_params.get(base)
+        if existing is None:
             if base in self.used_names:
                 raise MarkupError(f"parameter name {base!r} is already used by another value", element.location)
-            name = base
-        else:
-            counter = self.param_counters.get(base, 0)
-            while True:
-                counter += 1
-                name = f"{base}${counter}"
-                if name not in self.used_names:
-                    break
-            self.param_counters[base] = counter
+            return None
+        value, first = existing
+        wanted = ir.TensorType(declared.elem, declared.dims)
+        if value.type != wanted:
+            raise MarkupError(
+                f"shared parameter {base!r} is {value.type!r} at {first}, but {wanted!r} here",
+                declared.dims_location,
+                hint="every use of a shared parameter must declare the same dim and type",
+            )
+        return value
+
+    def _numbered_param_name(self, base: str) -> str:
+        """``base$1``, ``base$2``...: the next free number for a non-shared parameter."""
+        counter = self.param_counters.get(base, 0)
+        while True:
+            counter += 1
+            name = f"{base}${counter}"
+            if name not in self.used_names:
+                break
+        self.param_counters[base] = counter
+        return name
+
+    def _param_array(self, name: str, declared: _Declaration) -> np.ndarray:
+        """The stored weight (checked against the declaration), else a freshly initialised one."""
         # A frozen zeros/ones/constant is fully said by the markup: editing init_args must
         # take effect, so such a parameter is never read back from the weights file.
-        from_markup = frozen and init in ("zeros", "ones", "constant")
+        from_markup = declared.frozen and declared.init in ("zeros", "ones", "constant")
         stored = None if self.reinit or from_markup else self.stored_weights.get(name)
         if stored is not None:
-            array = fit_weight(name, stored, dims, elem, dims_attr.value_location)
-        else:
-            array = initial_value(init, init_args, dims, elem, self.rng, args_location)
-            if not from_markup:
-                self.fresh.append(name)
-        value = ir.Value(
-            name,
-            ir.TensorType(elem, dims),
-            initializer=ir.Tensor(array, elem, name),
-            location=element.location,
+            return fit_weight(name, stored, declared.dims, declared.elem, declared.dims_location)
+        array = initial_value(
+            declared.init, declared.init_args, declared.dims, declared.elem, self.rng, declared.args_location
         )
-        self._claim(value)
-        self.initializers.append(value)
-        self.weights[name] = array
-        if frozen:
-            self.frozen.add(name)
-        if shared:
-            self.shared_params[base] = (value, element.location)
-        return value
+        if not from_markup:
+            self.fresh.append(name)
+        return array

@@ -1,7 +1,7 @@
-"""Parameter values: reading and writing weight files, and initialising missing weights.
+"""Parameter values: reading weight files, and initialising missing weights.
 
-The default weight file is ``weights.npz`` (numpy's zip of arrays, read with
-``allow_pickle=False``): nothing in it can run code.  Agrippa wrote ``weights.pkl``, a
+The default weight file is ``weights.npz`` (numpy's zip of arrays, in the format of
+:mod:`dsl.weights_file`): nothing in it can run code.  Agrippa wrote ``weights.pkl``, a
 pickle; those are still readable, through an unpickler that resolves only the handful
 of numpy functions that rebuild arrays, so a pickle carrying code fails before anything
 runs.  Initialisers follow Agrippa's names (default scaled normal, ``normal``,
@@ -12,11 +12,8 @@ silently falling back to N(0, 1).
 from __future__ import annotations
 
 import io
-import json
 import math
 import pickle
-import zipfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +22,13 @@ import numpy as np
 from dsl import types
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.weights_file import WeightsFileError, read_weights_file
 
 __all__ = [
     "NPZ_NAME",
     "PICKLE_NAME",
     "INIT_KINDS",
     "read_weights",
-    "write_weights",
     "load_pickled_weights",
     "initial_value",
     "fit_weight",
@@ -102,30 +99,13 @@ def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
     return weights
 
 
-# The .npz layout is the one dsl.frontend.weights uses for the Python back end: arrays of
-# the ml_dtypes types (bfloat16, float8, 4-bit), which .npy cannot describe, are stored
-# as their raw bits, and their dtype names are recorded as JSON under this key.
-_DTYPES_KEY = "__dtypes__"
-
-
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
-    dtypes = json.loads(str(arrays.pop(_DTYPES_KEY, np.array("{}"))))
-    for name, dtype_name in dtypes.items():
-        import ml_dtypes
-
-        arrays[name] = arrays[name].view(np.dtype(getattr(ml_dtypes, dtype_name)))
-    return arrays
-
-
 def read_weights(project: Path) -> tuple[dict[str, np.ndarray], Path | None]:
     """The project's weights (``weights.npz`` first, else ``weights.pkl``) and the file read."""
     npz_path = project / NPZ_NAME
     if npz_path.is_file():
         try:
-            return _read_npz(npz_path), npz_path
-        except (ValueError, OSError, zipfile.BadZipFile, AttributeError, KeyError) as error:
+            return read_weights_file(npz_path), npz_path
+        except (WeightsFileError, OSError) as error:
             raise MarkupError(
                 f"cannot read {npz_path.name}: {error}",
                 SourceLocation(str(npz_path), 1, 0),
@@ -135,26 +115,6 @@ def read_weights(project: Path) -> tuple[dict[str, np.ndarray], Path | None]:
     if pickle_path.is_file():
         return load_pickled_weights(pickle_path), pickle_path
     return {}, None
-
-
-def write_weights(path: Path, weights: Mapping[str, np.ndarray]) -> None:
-    """Write the weights as an ``.npz`` (no pickles), ml_dtypes arrays as raw bits."""
-    stored: dict[str, np.ndarray] = {}
-    dtypes: dict[str, str] = {}
-    for name, array in weights.items():
-        if array.dtype.kind == "V":  # an ml_dtypes type
-            dtypes[name] = array.dtype.name
-            stored[name] = array.view(np.dtype(f"u{array.dtype.itemsize}"))
-        else:
-            stored[name] = array
-    stored[_DTYPES_KEY] = np.array(json.dumps(dtypes))
-    # What np.savez does, minus its keyword interface: there a weight named "file" or
-    # "allow_pickle" would collide with savez's own parameters (a TypeError, or the
-    # array silently taken for the allow_pickle flag and left out).
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, array in stored.items():
-            with archive.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 def _check_args(kind: str, args: Any, count: int, location: SourceLocation | None) -> list[float]:

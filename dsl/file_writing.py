@@ -4,7 +4,8 @@ Re-running ``onnxquill to-python`` rewrites the same source and weights files.  
 them with ``"w"`` truncates first: the file system frees the old blocks and allocates
 them again, which costs about 0.15 ms per file here, more than writing 100 KB.  Writing
 over the old bytes and cutting the file to its new length at the end leaves the same
-content on disk without that round trip.
+content on disk without that round trip.  The weights file (:mod:`dsl.weights_file`)
+and the Python source of ``converter.write_python`` are written this way.
 """
 
 from __future__ import annotations

@@ -1,68 +1,137 @@
-"""Inlining: replace calls of model-local functions by the callee's body (a pass over IR).
+"""The inline pass: calls of model-local functions replaced by the callee's body.
 
-Used for ``@script(inline=True)`` callees (by the front end) and for
-``to_model_proto(inline=True)`` (by the back end).  The input function is not changed:
-the result is a copy in which each selected call node is replaced by copies of the
-callee's nodes, with fresh value names and the callee's attribute references
-(``ref_attr_name``) replaced by the attribute values of the call (or the callee's
-defaults; a reference to an attribute that is neither given nor defaulted is dropped,
-as ONNX specifies).  Calls inside inlined bodies are inlined too when selected.
+Used for ``@script(inline=True)`` callees and for ``to_model_proto(inline=True)``, both
+run by the facade (:mod:`dsl.script_function`).  The input is not changed: the result
+is a copy in which each selected call node is replaced by copies of the callee's nodes,
+with fresh value names and the callee's attribute references (``ref_attr_name``)
+replaced by the attribute values of the call (or the callee's defaults; a reference to
+an attribute that is neither given nor defaulted is dropped, as ONNX specifies).  Calls
+inside inlined bodies are inlined too when selected; the bodies of callees that are not
+inlined are left alone (for a Function; a Model's own functions are each inlined).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 from typing import Any, Union
 
 from dsl import ir
-from dsl.errors import ConversionError
+from dsl.errors import ConversionError, DslError
+from dsl.opsets import get_opset
+from dsl.passes.protocol import PassResult, T
 
-__all__ = ["inline_calls"]
+__all__ = ["InlinePass", "inline_calls", "Selection"]
 
+# Which callees to inline: None (all), a predicate on the callee, or the callees themselves.
 Selection = Union[None, Callable[[ir.Function], bool], Collection[ir.Function]]
 
 
-def inline_calls(function: ir.Function, only: Selection = None) -> ir.Function:
-    """A copy of ``function`` with calls of the selected callees inlined.
+class InlinePass:
+    """Inline the calls of the selected callees in a Function, or in every graph of a Model.
 
     ``only`` is None (inline every call), a predicate on the callee, or a collection of
-    callee Functions.  Example::
+    callee Functions.  A Model keeps its functions that were not selected (calls of them
+    point at their inlined copies); the selected ones are inlined everywhere and dropped.
 
-        flat = inline_calls(model_fn.function)                 # everything
-        some = inline_calls(f.function, only=[helper.function])
+    >>> flat = InlinePass()(model_fn.function).target                   # doctest: +SKIP
+    >>> some = InlinePass(only=[helper.function])(f.function).target     # doctest: +SKIP
     """
+
+    def __init__(self, only: Selection = None) -> None:
+        self.selected = _selector(only)
+
+    def __call__(self, target: T) -> PassResult[T]:
+        if isinstance(target, ir.Model):
+            return _inline_model(target, self.selected)
+        inliner = _Inliner(target, self.selected, {})
+        return PassResult(inliner.function(), bool(inliner.inlined))
+
+
+def inline_calls(function: ir.Function, only: Selection = None) -> ir.Function:
+    """A copy of ``function`` with calls of the selected callees inlined (see :class:`InlinePass`).
+
+    >>> flat = inline_calls(model_fn.function)                 # doctest: +SKIP
+    >>> some = inline_calls(f.function, only=[helper.function])  # doctest: +SKIP
+    """
+    return InlinePass(only)(function).target
+
+
+def _selector(only: Selection) -> Callable[[ir.Function], bool]:
     if only is None:
-        selected: Callable[[ir.Function], bool] = lambda callee: True  # noqa: E731
-    elif callable(only):
-        selected = only
-    else:
-        chosen = {id(f) for f in only}
-        selected = lambda callee: id(callee) in chosen  # noqa: E731
-    inliner = _Inliner(function, selected)
-    graph = inliner.copy_graph(function.graph, {}, None, keep_names=True)
-    imports = _merged_imports(function, graph, inliner)
-    used = _domains_used(graph)
-    opset_imports = {d: v for d, v in imports.items() if d == "" or d in used}
-    return ir.Function(
-        function.name,
-        graph,
-        domain=function.domain,
-        attr_params=list(function.attr_params),
-        opset_imports=opset_imports,
-        doc_string=function.doc_string,
-        overload=function.overload,
-        location=function.location,
-    )
+        return lambda callee: True
+    if callable(only):
+        return only
+    chosen = {id(f) for f in only}
+    return lambda callee: id(callee) in chosen
+
+
+def _inline_model(model: ir.Model, selected: Callable[[ir.Function], bool]) -> PassResult[ir.Model]:
+    main = ir.Function(model.graph.name or "main", model.graph, opset_imports=dict(model.opset_imports))
+    copies: dict[int, ir.Function] = {}  # id(function) -> its inlined copy; calls are redirected to it
+    modified = False
+    for function in _reached(main, model.functions):  # callees before their callers
+        if not selected(function):
+            inliner = _Inliner(function, selected, copies)
+            copies[id(function)] = inliner.function()
+            modified = modified or bool(inliner.inlined)
+    inliner = _Inliner(main, selected, copies)
+    new_main = inliner.function()
+    if not (modified or inliner.inlined):
+        return PassResult(model, False)
+    functions = [copies[id(f)] for f in model.functions if not selected(f)]
+    used = _domains_used(new_main.graph) | {f.domain for f in functions}
+    for function in functions:
+        used |= _domains_used(function.graph)
+    imports = {**model.opset_imports, **new_main.opset_imports}
+    imports = {d: v for d, v in imports.items() if d == "" or d in used}
+    return PassResult(dataclasses.replace(model, graph=new_main.graph, functions=functions, opset_imports=imports), True)
+
+
+def _reached(main: ir.Function, listed: list[ir.Function]) -> list[ir.Function]:
+    """The model's functions and every function its graphs call, each after its callees."""
+    seen: set[int] = set()
+    order: list[ir.Function] = []
+    for root in [*listed, main]:
+        for function in [*root.callees(), root]:
+            if function is not main and id(function) not in seen:
+                seen.add(id(function))
+                order.append(function)
+    return order
 
 
 class _Inliner:
-    def __init__(self, function: ir.Function, selected: Callable[[ir.Function], bool]) -> None:
+    """Copies one function, inlining the selected calls; ``copies`` redirects the calls
+    of callees that are not inlined (a Model's functions, copied before their callers)."""
+
+    def __init__(
+        self, function: ir.Function, selected: Callable[[ir.Function], bool], copies: dict[int, ir.Function]
+    ) -> None:
+        self.source = function
         self.selected = selected
+        self.copies = copies
         self.inlined: list[ir.Function] = []
         self.owner: dict[int, ir.Function] = {}  # id(node) -> the callee it was inlined from
-        self.used: set[str] = set()
+        self.used: set[str] = {v.name for v in (*function.graph.inputs, *function.graph.initializers)}
+        self.used.update(v.name for node, _ in ir.walk(function.graph) for v in node.outputs)
         self.counters: dict[str, int] = {}
-        _collect_names(function.graph, self.used)
+
+    def function(self) -> ir.Function:
+        """The inlined copy of the function."""
+        function = self.source
+        graph = self.copy_graph(function.graph, {}, None, keep_names=True)
+        imports = _merged_imports(function, graph, self)
+        used = _domains_used(graph)
+        return ir.Function(
+            function.name,
+            graph,
+            domain=function.domain,
+            attr_params=list(function.attr_params),
+            opset_imports={d: v for d, v in imports.items() if d == "" or d in used},
+            doc_string=function.doc_string,
+            overload=function.overload,
+            location=function.location,
+        )
 
     def fresh(self, base: str) -> str:
         base = base or "v"
@@ -132,6 +201,8 @@ class _Inliner:
         if callee is not None and self.selected(callee):
             self.inline(node, callee, inputs, attributes, out, mapping, keep_names)
             return
+        if callee is not None:
+            callee = self.copies.get(id(callee), callee)
         outputs = [self.copy_value(v, mapping, keep_names) for v in node.outputs]
         copy = ir.Node(node.op_type, node.domain, inputs, outputs, attributes, name=node.name,
                        overload=node.overload, doc_string=node.doc_string, callee=callee, location=node.location)
@@ -149,13 +220,11 @@ class _Inliner:
         for param in callee.attr_params:
             if param.name not in bound and param.default is not None:
                 bound[param.name] = param.default
-        inner: dict[Any, Any] = {}
-        for formal, actual in zip(callee.inputs, inputs):
-            inner[formal] = actual
+        inner: dict[Any, Any] = dict(zip(callee.inputs, inputs))
         first_new = len(out)
         for inner_node in callee.graph.nodes:
             self.copy_node(inner_node, out, inner, bound, keep_names=False)
-        for created_node in _nodes(out[first_new:]):  # nested inlines already claimed theirs
+        for created_node, _ in ir.walk(ir.Graph(nodes=out[first_new:])):  # nested inlines claimed theirs
             self.owner.setdefault(id(created_node), callee)
         created = {v for n in out[first_new:] for v in n.outputs}
         claimed: set[Any] = set()
@@ -174,20 +243,6 @@ class _Inliner:
             out.append(identity)
 
 
-def _collect_names(graph: ir.Graph, found: set[str]) -> None:
-    for value in (*graph.inputs, *graph.initializers):
-        found.add(value.name)
-    for node in graph.nodes:
-        for value in node.outputs:
-            found.add(value.name)
-        for attr in node.attributes.values():
-            if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-                _collect_names(attr.value, found)
-            elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
-                for sub in attr.value:
-                    _collect_names(sub, found)
-
-
 def _merged_imports(function: ir.Function, graph: ir.Graph, inliner: _Inliner) -> dict[str, int]:
     """One version per domain for the inlined function.
 
@@ -197,7 +252,9 @@ def _merged_imports(function: ir.Function, graph: ir.Graph, inliner: _Inliner) -
     own version is tried first, then the others from the newest.
     """
     imports = dict(function.opset_imports)
-    every_node = _nodes(graph.nodes)
+    if not inliner.inlined:
+        return imports
+    every_node = [node for node, _ in ir.walk(graph)]
     own = [n for n in every_node if id(n) not in inliner.owner]
     groups: dict[str, list[tuple[int, list[ir.Node]]]] = {}
     for callee in inliner.inlined:
@@ -230,9 +287,6 @@ def _merged_imports(function: ir.Function, graph: ir.Graph, inliner: _Inliner) -
 
 def _same_schemas(nodes: list[ir.Node], domain: str, kept: int, other: int) -> bool:
     """Whether every op of ``domain`` among ``nodes`` means the same at both versions."""
-    from dsl.errors import DslError
-    from dsl.opsets import get_opset
-
     if kept == other:
         return True
     first, second = get_opset(domain, kept), get_opset(domain, other)
@@ -249,32 +303,5 @@ def _same_schemas(nodes: list[ir.Node], domain: str, kept: int, other: int) -> b
     return True
 
 
-def _nodes(top: list[ir.Node]) -> list[ir.Node]:
-    """``top`` and every node of their subgraphs."""
-    found: list[ir.Node] = []
-    stack = [ir.Graph(nodes=top)]
-    while stack:
-        current = stack.pop()
-        for node in current.nodes:
-            found.append(node)
-            for attr in node.attributes.values():
-                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-                    stack.append(attr.value)
-                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
-                    stack.extend(attr.value)
-    return found
-
-
 def _domains_used(graph: ir.Graph) -> set[str]:
-    found: set[str] = set()
-    stack = [graph]
-    while stack:
-        current = stack.pop()
-        for node in current.nodes:
-            found.add(node.domain)
-            for attr in node.attributes.values():
-                if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-                    stack.append(attr.value)
-                elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
-                    stack.extend(attr.value)
-    return found
+    return {node.domain for node, _ in ir.walk(graph)}
