@@ -399,19 +399,27 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
     bodies of callees are not entered: a callee is its own graph (walk ``node.callee.graph``).
     Graphs a caller replaces while walking are seen as they are when reached.
     """
-    stack: list[tuple[Graph, int]] = [(graph, 0)]
+    # A node's own iterator waits on the stack while its subgraphs are walked; a subgraph's
+    # iterator is made when it is reached.  Most nodes hold no graph: one pass over their
+    # attributes, with no generator, decides that.
+    stack: list[tuple[Graph, Iterator[Node] | None]] = [(graph, None)]
     while stack:
-        current, position = stack.pop()
-        nodes = current.nodes
-        while position < len(nodes):
-            node = nodes[position]
-            position += 1
+        current, nodes = stack.pop()
+        if nodes is None:
+            nodes = iter(current.nodes)
+        for node in nodes:
             yield node, current
-            inner = list(subgraphs(node))
-            if inner:
-                stack.append((current, position))
-                stack.extend((sub, 0) for sub in reversed(inner))
-                break
+            for attr in node.attributes.values():
+                if attr.kind in _GRAPH_KINDS and attr.value is not None:
+                    stack.append((current, nodes))
+                    stack.extend((sub, None) for sub in reversed(list(subgraphs(node))))
+                    break
+            else:
+                continue
+            break
+
+
+_GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
 
 
 def use_counts(graph: Graph) -> dict[Value, int]:
