@@ -1,24 +1,30 @@
 """IR -> ONNX protos, ONNX protos -> IR, IR -> Python source, and the onnxquill command.
 
 The public functions of the round trip (a model someone else wrote -> Python you can
-edit -> a model again) are re-exported here; onnx is imported only when one of them
-runs, so ``import converter`` stays cheap.
+edit -> a model again) and of composition (``merge`` two models, ``cut`` one: passes
+over the IR between reading and writing protos) are re-exported here; onnx is imported
+only when one of them runs, so ``import converter`` stays cheap.
 
 >>> import converter
 >>> source = converter.to_python("model.onnx", weights_path="model.npz")   # doctest: +SKIP
 >>> converter.assert_isomorphic(onnx.load("a.onnx"), onnx.load("b.onnx"))  # doctest: +SKIP
+>>> both = converter.merge("pre.onnx", "net.onnx", io_map=[("pixels", "data")])  # doctest: +SKIP
+>>> trunk = converter.cut("net.onnx", last_layers=-2)                       # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import onnx
+
     from converter.python_source import PythonSource
     from dsl import ir
 
-__all__ = ["to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic"]
+__all__ = ["to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "cut"]
 
 
 def to_python(
@@ -132,3 +138,135 @@ def assert_isomorphic(first: Any, second: Any, **options: Any) -> None:
     from converter.compare import assert_isomorphic as _assert_isomorphic
 
     _assert_isomorphic(first, second, **options)
+
+
+def merge(
+    first: Any,
+    second: Any,
+    io_map: Sequence[tuple[str, str]] = (),
+    prefix1: str | None = None,
+    prefix2: str | None = None,
+) -> onnx.ModelProto:
+    """One ModelProto running ``first`` then ``second``, outputs wired to inputs by ``io_map``.
+
+    ``first`` and ``second`` are ModelProtos or paths (external data is read).  Each
+    ``(first_output, second_input)`` of ``io_map`` feeds that output to that input; an
+    empty map puts the models side by side.  Names are kept where they do not clash and
+    renamed in the second model where they do (``prefix1``/``prefix2`` prefix every name
+    of one model); the result's outputs are, as with ``onnx.compose.merge_models``, the
+    first's outputs not in the map followed by all of the second's.  When the models
+    import different ai.onnx opsets, the older one is converted up with
+    ``onnx.version_converter`` first (a ConversionError names the op when it cannot be);
+    other domains are kept at the higher version, and so is the IR version.  See
+    :mod:`dsl.passes.merge` for the rules and the errors.
+
+    >>> model = converter.merge("pre.onnx", "net.onnx", io_map=[("image", "data_0")])   # doctest: +SKIP
+    """
+    from converter.from_onnx import model_from_proto
+    from converter.to_onnx import model_to_proto
+    from dsl.passes.merge import merge_models
+
+    first_proto, first_source = _model_proto(first, "<first model>")
+    second_proto, second_source = _model_proto(second, "<second model>")
+    first_version, second_version = _onnx_opset(first_proto), _onnx_opset(second_proto)
+    if first_version < second_version:
+        first_proto = _convert_opset(first_proto, second_version, first_source)
+    elif second_version < first_version:
+        second_proto = _convert_opset(second_proto, first_version, second_source)
+    merged = merge_models(
+        model_from_proto(first_proto, source=first_source),
+        model_from_proto(second_proto, source=second_source),
+        list(io_map),
+        prefix1=prefix1,
+        prefix2=prefix2,
+    )
+    return model_to_proto(merged)
+
+
+def _model_proto(model: Any, source: str) -> tuple[Any, str]:
+    """A ModelProto and the name errors give it: a proto as is, a path read with its external data."""
+    import onnx
+
+    from converter.from_onnx import read_model_proto
+    from dsl.errors import ModelLoadError
+
+    if isinstance(model, (str, os.PathLike)):
+        return read_model_proto(model), os.fspath(model)
+    if isinstance(model, onnx.ModelProto):
+        return model, source
+    raise ModelLoadError(
+        f"merge takes ModelProtos or paths, not {type(model).__name__}", hint="pass onnx.load(path) or the path"
+    )
+
+
+def _onnx_opset(proto: Any) -> int:
+    return max((int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _convert_opset(proto: Any, version: int, source: str) -> Any:
+    """``proto`` converted to ai.onnx ``version``; a failure names the op it stopped at."""
+    import onnx.version_converter
+
+    from dsl.errors import ConversionError
+
+    try:
+        return onnx.version_converter.convert_version(proto, version)
+    except Exception as error:  # the converter raises RuntimeError/ValueError and C++ errors alike
+        text = str(error)
+        ops = sorted({n.op_type for n in proto.graph.node if n.op_type and n.op_type in text})
+        which = f"the op {', '.join(ops)}" if ops else "an op"
+        raise ConversionError(
+            f"{source}: cannot convert from ai.onnx opset {_onnx_opset(proto)} to {version}: {which} failed ({text})",
+            hint="convert or rewrite that op by hand, then merge",
+        ) from None
+
+
+def cut(
+    model: Any,
+    outputs: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
+    last_layers: int | None = None,
+) -> onnx.ModelProto:
+    """The sub-model of ``model`` that computes ``outputs`` (value names) from ``inputs``.
+
+    ``model`` is a ModelProto or a path (external data is read).  ``outputs`` None keeps
+    the model's outputs; ``inputs`` None keeps the graph inputs those outputs need, and
+    given ones are all the inputs (a needed input left out, or one nothing needs, is an
+    error).  ``last_layers=-k`` is SINGA's: ``-1`` keeps everything, ``-2`` drops the
+    last layer (layers: the main graph's nodes in order, Constants left out).  Nodes,
+    initializers and model-local functions nothing needs are dropped; If/Loop bodies
+    keep what they read.  Every mistake is a DslError naming the values; see
+    :mod:`dsl.passes.cut` for the rules.
+
+    >>> part = converter.cut("resnet50.onnx", outputs=["r173"])      # doctest: +SKIP
+    >>> head = converter.cut("resnet50.onnx", last_layers=-3)         # doctest: +SKIP
+    """
+    import onnx
+
+    from converter.from_onnx import model_from_proto, read_model_proto
+    from converter.to_onnx import model_to_proto
+    from dsl.errors import ModelLoadError
+    from dsl.passes.cut import cut_model
+
+    if isinstance(model, (str, os.PathLike)):
+        proto, source = read_model_proto(model), os.fspath(model)
+    elif isinstance(model, onnx.ModelProto):
+        proto, source = model, "<model>"
+    else:
+        raise ModelLoadError(
+            f"cut takes a ModelProto or a path, not {type(model).__name__}", hint="pass onnx.load(path) or the path"
+        )
+    if inputs is not None:  # a value made an input needs its type, which files often leave to inference
+        proto = _with_inferred_types(proto)
+    part = cut_model(model_from_proto(proto, source=source), outputs, inputs, last_layers)
+    return model_to_proto(part)
+
+
+def _with_inferred_types(proto: Any) -> Any:
+    """``proto`` with ONNX shape inference's value types, or as it is where inference fails."""
+    import onnx.shape_inference
+
+    try:
+        return onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # inference refuses some models (> 2 GB, unknown ops); the cut names untyped inputs
+        return proto

@@ -1,4 +1,4 @@
-"""The ``onnxquill`` command: demo, to-python, compile, export.
+"""The ``onnxquill`` command: demo, to-python, compile, merge, cut, export.
 
 Each subcommand is a thin shell over a public function, so everything the command does
 can also be done from Python.  User mistakes exit with status 2 and the DslError report.
@@ -24,6 +24,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_export(commands)
     _add_to_python(commands)
     _add_compile(commands)
+    _add_merge(commands)
+    _add_cut(commands)
     return parser
 
 
@@ -109,6 +111,82 @@ def _run_compile(args: argparse.Namespace) -> int:
     onnx.save_model(model, args.output, save_as_external_data=large,
                     location=os.path.basename(args.output) + ".data" if large else None)
     print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
+    return 0
+
+
+def _add_merge(commands: Any) -> None:
+    merge = commands.add_parser(
+        "merge",
+        help="merge two ONNX models into one, outputs of the first feeding inputs of the second",
+        description="Merge FIRST and SECOND: each --map OUT:IN feeds FIRST's output OUT to SECOND's input IN "
+        "(no --map: side by side).  Clashing names in SECOND are renamed; the older opset is converted up.",
+    )
+    merge.add_argument("first", help="the first model (.onnx)")
+    merge.add_argument("second", help="the second model (.onnx)")
+    merge.add_argument(
+        "--map", action="append", default=[], metavar="OUT:IN", help="wire FIRST's output OUT to SECOND's input IN"
+    )
+    merge.add_argument("--prefix1", help="prefix every name of FIRST")
+    merge.add_argument("--prefix2", help="prefix every name of SECOND")
+    merge.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    merge.set_defaults(run=_run_merge)
+
+
+def _parse_io_map(pairs: list[str]) -> list[tuple[str, str]]:
+    io_map: list[tuple[str, str]] = []
+    for pair in pairs:
+        output, colon, input_ = pair.rpartition(":")
+        if not colon or not output or not input_:
+            raise DslError(f"--map {pair!r} is not OUT:IN", hint="write e.g. --map logits:x")
+        io_map.append((output, input_))
+    return io_map
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    import os
+
+    import onnx
+
+    from converter import merge
+
+    model = merge(args.first, args.second, _parse_io_map(args.map), prefix1=args.prefix1, prefix2=args.prefix2)
+    large = model.ByteSize() > 2**31 - 2**24  # protobuf cannot serialise 2 GB: weights go to a side file
+    onnx.save_model(model, args.output, save_as_external_data=large,
+                    location=os.path.basename(args.output) + ".data" if large else None)
+    outputs = ", ".join(o.name for o in model.graph.output)
+    print(f"wrote {args.output}: {len(model.graph.node)} nodes; outputs: {outputs}")
+    return 0
+
+
+def _add_cut(commands: Any) -> None:
+    cut = commands.add_parser(
+        "cut",
+        help="keep the part of an ONNX model that computes some of its values",
+        description="Cut MODEL down to what computes each --output NAME (or the outputs of layer --last-layers "
+        "-K, SINGA's meaning: -1 keeps everything, -2 drops the last layer), from the --input NAMEs if given.",
+    )
+    cut.add_argument("model", help="the model (.onnx)")
+    cut.add_argument("--output", action="append", metavar="NAME", help="a value to make an output (repeatable)")
+    cut.add_argument("--input", action="append", metavar="NAME", help="a value to make an input (repeatable)")
+    cut.add_argument("--last-layers", type=int, metavar="K", help="keep up to layer K (negative; -1: everything)")
+    cut.add_argument("-o", "--output-file", dest="output_file", required=True, help="the .onnx file to write")
+    cut.set_defaults(run=_run_cut)
+
+
+def _run_cut(args: argparse.Namespace) -> int:
+    import os
+
+    import onnx
+
+    from converter import cut
+
+    model = cut(args.model, outputs=args.output, inputs=args.input, last_layers=args.last_layers)
+    large = model.ByteSize() > 2**31 - 2**24  # protobuf cannot serialise 2 GB: weights go to a side file
+    onnx.save_model(model, args.output_file, save_as_external_data=large,
+                    location=os.path.basename(args.output_file) + ".data" if large else None)
+    inputs = ", ".join(i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+    outputs = ", ".join(o.name for o in model.graph.output)
+    print(f"wrote {args.output_file}: {len(model.graph.node)} nodes; inputs: {inputs}; outputs: {outputs}")
     return 0
 
 

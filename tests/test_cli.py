@@ -60,3 +60,28 @@ def test_to_python_output_writes_source_and_weights(tmp_path: Path, capsys: pyte
     assert main(["to-python", relu, "-o", str(output)]) == 0
     assert capsys.readouterr().out == f"wrote {output}\n"  # nothing large: no weights file named
     assert "load_weights" not in output.read_text()
+
+
+def test_cut_writes_the_part_and_reports_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])],
+        "chain",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    model = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    part = tmp_path / "part.onnx"
+    assert main(["cut", str(model), "--output", "h", "-o", str(part)]) == 0
+    assert capsys.readouterr().out == f"wrote {part}: 1 nodes; inputs: x; outputs: h\n"
+    onnx.checker.check_model(onnx.load(part), full_check=True)
+    assert main(["cut", str(model), "--input", "h", "-o", str(part)]) == 0
+    assert [n.op_type for n in onnx.load(part).graph.node] == ["Neg"]
+    assert main(["cut", str(model), "--last-layers", "-2", "-o", str(part)]) == 0
+    assert [o.name for o in onnx.load(part).graph.output] == ["h"]
+    capsys.readouterr()
+    assert main(["cut", str(model), "--output", "hh", "-o", str(part)]) == 2
+    error = capsys.readouterr().err
+    assert "'hh' (did you mean 'h'" in error and "hint:" in error
+    assert main(["cut", str(model), "--last-layers", "-3", "-o", str(part)]) == 2
+    assert "last_layers=-3 is out of range" in capsys.readouterr().err

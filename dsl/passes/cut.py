@@ -1,0 +1,289 @@
+"""The cut pass: keep only the part of a graph that computes some of its values.
+
+Given the names of the values that become the outputs (or SINGA's ``last_layers=-k``)
+and, optionally, the names of the values that become the inputs, the result holds the
+nodes those outputs need and nothing else: nodes nothing needs, initializers nothing
+reads and model-local functions nothing calls are dropped.  A node whose subgraph (an
+If branch, a Loop body) reads a value of the main graph needs that value's producer too.
+
+The rules (each mistake is a :class:`dsl.errors.DslError` naming the values):
+
+* ``outputs`` are names of main-graph values (inputs, initializers, node outputs);
+  None keeps the graph's outputs.  An unknown name raises :class:`DslNameError` with
+  the close matches.
+* ``inputs`` None: the new inputs are the graph inputs the outputs need, in their order.
+  ``inputs`` given: they are *all* the inputs (initializers stay available); a graph
+  input that is needed but not given, and a given input that nothing needed reads, are
+  errors (:class:`ConversionError`).  A given input that a node computes becomes an input
+  of that value's type; that node, and what only it needed, is dropped.
+* ``last_layers=-k`` (SINGA's sonnx): the layers are the main graph's nodes in
+  topological order, Constant nodes left out (sonnx keeps them as weights); ``-1`` keeps
+  the graph's outputs, ``-k`` makes the outputs of layer ``-k`` the outputs, dropping the
+  ``k - 1`` layers after it (``-2`` drops the last layer).  ``k`` outside ``1..layers``,
+  or ``last_layers`` together with ``outputs``, is a :class:`ConversionError`.
+* An initializer that IR-3 models also list as a graph input stays both when needed.
+
+The input is not changed: the kept graph is a copy (nodes, values, subgraphs); tensors
+and functions are shared with the input.
+
+>>> part = CutPass(outputs=["r173"])(model).target                     # doctest: +SKIP
+>>> head = CutPass(last_layers=-3)(model).target                       # doctest: +SKIP
+>>> middle = CutPass(outputs=["y"], inputs=["h"])(model).target        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+from dsl import ir
+from dsl.errors import ConversionError, DslNameError
+from dsl.passes.protocol import PassResult, T
+
+__all__ = ["CutPass", "cut_model", "layers"]
+
+
+class CutPass:
+    """Keep the sub-graph computing ``outputs`` (or the outputs of layer ``last_layers``)
+    from ``inputs``; see the module docstring for the rules and errors.
+
+    >>> CutPass(outputs=["hidden"])(model).target.graph.outputs      # doctest: +SKIP
+    [%hidden: FLOAT['N', 16]]
+    """
+
+    def __init__(
+        self,
+        outputs: Sequence[str] | None = None,
+        inputs: Sequence[str] | None = None,
+        last_layers: int | None = None,
+    ) -> None:
+        self.outputs = None if outputs is None else list(outputs)
+        self.inputs = None if inputs is None else list(inputs)
+        self.last_layers = last_layers
+
+    def __call__(self, target: T) -> PassResult[T]:
+        graph = target.graph
+        location = target.location or graph.location
+        names = _output_names(graph, self.outputs, self.last_layers, location)
+        cutter = _Cutter(graph, location)
+        new_graph = cutter.cut(names, self.inputs)
+        if isinstance(target, ir.Model):
+            reached = {id(f) for f in ir.Function(new_graph.name, new_graph).callees()}
+            functions = [f for f in target.functions if id(f) in reached]
+            return PassResult(dataclasses.replace(target, graph=new_graph, functions=functions), True)
+        return PassResult(dataclasses.replace(target, graph=new_graph), True)
+
+
+def cut_model(
+    model: ir.Model,
+    outputs: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
+    last_layers: int | None = None,
+) -> ir.Model:
+    """A copy of ``model`` cut down to what computes ``outputs`` (see :class:`CutPass`).
+
+    >>> part = cut_model(model, outputs=["r173"])      # doctest: +SKIP
+    """
+    return CutPass(outputs, inputs, last_layers)(model).target
+
+
+def layers(graph: ir.Graph) -> list[ir.Node]:
+    """The nodes ``last_layers`` counts: the graph's own nodes in order, Constants left out.
+
+    >>> layers(model.graph)[-1].op_type      # doctest: +SKIP
+    'Softmax'
+    """
+    return [node for node in graph.nodes if not (node.op_type == "Constant" and node.domain in ("", "ai.onnx"))]
+
+
+def _output_names(
+    graph: ir.Graph, outputs: list[str] | None, last_layers: int | None, location: Any
+) -> list[str]:
+    if last_layers is None:
+        return outputs if outputs is not None else [v.name for v in graph.outputs]
+    if outputs is not None:
+        raise ConversionError(
+            f"cut takes outputs or last_layers, not both (outputs {outputs}, last_layers {last_layers})",
+            location,
+            hint="drop one of them",
+        )
+    counted = layers(graph)
+    if isinstance(last_layers, bool) or not isinstance(last_layers, int) or not -len(counted) <= last_layers <= -1:
+        raise ConversionError(
+            f"last_layers={last_layers!r} is out of range: the graph has {len(counted)} layers, "
+            f"so it must be between -{len(counted)} and -1",
+            location,
+            hint="-1 keeps everything, -2 drops the last layer, -k drops the last k-1 layers",
+        )
+    if last_layers == -1:
+        return [v.name for v in graph.outputs]
+    return [v.name for v in counted[last_layers].outputs if v.name]
+
+
+class _Cutter:
+    """Finds the needed nodes of one graph and copies them into a new graph."""
+
+    def __init__(self, graph: ir.Graph, location: Any) -> None:
+        self.graph = graph
+        self.location = location
+        self.by_name: dict[str, ir.Value] = {}
+        for value in (*graph.inputs, *graph.initializers):
+            self.by_name.setdefault(value.name, value)
+        for node in graph.nodes:
+            for value in node.outputs:
+                if value.name:
+                    self.by_name.setdefault(value.name, value)
+        self.own_nodes = {id(node) for node in graph.nodes}
+        self.initializers = {id(value) for value in graph.initializers}
+        self.graph_inputs = {id(value) for value in graph.inputs}
+
+    def lookup(self, names: Sequence[str], role: str) -> list[ir.Value]:
+        unknown = [name for name in names if name not in self.by_name]
+        if unknown:
+            parts = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, list(self.by_name), n=3)
+                parts.append(f"{name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+            raise DslNameError(
+                f"cut: no value named {', '.join(parts)} in the graph ({role})",
+                self.location,
+                hint="name values of the main graph: its inputs, initializers or node outputs",
+            )
+        return [self.by_name[name] for name in names]
+
+    def cut(self, output_names: list[str], input_names: list[str] | None) -> ir.Graph:
+        outputs = self.lookup(output_names, "asked for as output")
+        given = self.lookup(input_names, "asked for as input") if input_names is not None else None
+        given_ids = {id(v) for v in given} if given is not None else set()
+        needed, kept_nodes = self.needed(outputs, given_ids)
+        if given is not None:
+            self.check_inputs(outputs, given, needed, kept_nodes)
+            new_inputs = list(given)
+            new_inputs += [v for v in self.graph.inputs if id(v) in self.initializers and v in needed
+                           and id(v) not in given_ids]
+        else:
+            new_inputs = [v for v in self.graph.inputs if v in needed]
+        untyped = [v.name for v in new_inputs if v.type is None]
+        if untyped:
+            raise ConversionError(
+                f"cut: the new input(s) {', '.join(map(repr, untyped))} have no known type",
+                self.location,
+                hint="run onnx.shape_inference.infer_shapes on the model first, or add value_info for them",
+            )
+        return self.copy(new_inputs, outputs, needed, kept_nodes)
+
+    def needed(self, outputs: list[ir.Value], given: set[int]) -> tuple[set[ir.Value], list[ir.Node]]:
+        """The main-graph values and nodes the outputs need, stopping at given inputs."""
+        needed: set[ir.Value] = set()
+        kept: set[int] = set()
+        stack = list(outputs)
+        while stack:
+            value = stack.pop()
+            if value in needed:
+                continue
+            needed.add(value)
+            node = value.producer
+            if id(value) in given or node is None or id(node) not in self.own_nodes or id(node) in kept:
+                continue
+            kept.add(id(node))
+            stack.extend(read for read in self.reads(node) if read not in needed)
+        return needed, [node for node in self.graph.nodes if id(node) in kept]
+
+    def reads(self, node: ir.Node) -> list[ir.Value]:
+        """What ``node`` reads of the main graph: its inputs and its subgraphs' outer reads."""
+        reads = [v for v in node.inputs if v is not None]
+        for sub in ir.subgraphs(node):
+            for inner, _ in ir.walk(sub):
+                reads += [v for v in inner.inputs if v is not None and self.by_name.get(v.name) is v]
+            reads += [v for v in sub.outputs if self.by_name.get(v.name) is v]
+        return reads
+
+    def check_inputs(
+        self, outputs: list[ir.Value], given: list[ir.Value], needed: set[ir.Value], kept: list[ir.Node]
+    ) -> None:
+        wanted = ", ".join(repr(v.name) for v in outputs)
+        missing = [v.name for v in self.graph.inputs
+                   if v in needed and id(v) not in self.initializers and v not in given]
+        if missing:
+            raise ConversionError(
+                f"cut: the outputs {wanted} need the input(s) {', '.join(map(repr, missing))}, which are not given",
+                self.location,
+                hint="add them to the inputs, or cut at values computed from the given inputs",
+            )
+        unused = [v.name for v in given if v not in needed]
+        if unused:
+            raise ConversionError(
+                f"cut: the given input(s) {', '.join(map(repr, unused))} are not needed to compute {wanted}",
+                self.location,
+                hint="leave them out of the inputs",
+            )
+        produced = {v for node in kept for v in node.outputs}
+        clash = [v.name for v in given if v in produced]
+        if clash:
+            raise ConversionError(
+                f"cut: the given input(s) {', '.join(map(repr, clash))} are computed by a node that "
+                f"{wanted} also need for another of its outputs",
+                self.location,
+                hint="give that node's other outputs as inputs too",
+            )
+
+    def copy(
+        self, inputs: list[ir.Value], outputs: list[ir.Value], needed: set[ir.Value], kept: list[ir.Node]
+    ) -> ir.Graph:
+        copier = _Copier()
+        old = self.graph
+        new = ir.Graph(old.name, doc_string=old.doc_string, location=old.location)
+        new.inputs = [copier.value(v) for v in inputs]
+        new.initializers = [copier.value(v) for v in old.initializers if v in needed]
+        needed_names = {v.name for v in needed}  # (a sparse initializer's Value is in no list)
+        new.sparse_initializers = {n: s for n, s in old.sparse_initializers.items() if n in needed_names}
+        new.nodes = [copier.node(node) for node in kept]
+        new.outputs = [copier.value(v) for v in outputs]
+        new.value_info = [copier.mapping[v] for v in old.value_info if v in copier.mapping]
+        return new
+
+
+class _Copier:
+    """Copies values, nodes and subgraphs; a value is copied once, its readers share the copy."""
+
+    def __init__(self) -> None:
+        self.mapping: dict[ir.Value, ir.Value] = {}
+
+    def value(self, value: ir.Value) -> ir.Value:
+        copy = self.mapping.get(value)
+        if copy is None:
+            copy = ir.Value(value.name, type=value.type, initializer=value.initializer,
+                            doc_string=value.doc_string, location=value.location)
+            self.mapping[value] = copy
+        return copy
+
+    def node(self, node: ir.Node) -> ir.Node:
+        inputs = [None if v is None else self.value(v) for v in node.inputs]
+        attributes = {name: self.attr(attr) for name, attr in node.attributes.items()}
+        outputs = [self.value(v) for v in node.outputs]
+        copy = ir.Node(node.op_type, node.domain, inputs, outputs, attributes, name=node.name,
+                       overload=node.overload, doc_string=node.doc_string, callee=node.callee,
+                       location=node.location)
+        for value in outputs:
+            value.producer = copy
+        return copy
+
+    def attr(self, attr: ir.Attr) -> ir.Attr:
+        value = attr.value
+        if attr.kind == ir.AttrKind.GRAPH and value is not None:
+            value = self.graph(value)
+        elif attr.kind == ir.AttrKind.GRAPHS and value is not None:
+            value = [self.graph(g) for g in value]
+        return dataclasses.replace(attr, value=value)
+
+    def graph(self, graph: ir.Graph) -> ir.Graph:
+        new = ir.Graph(graph.name, doc_string=graph.doc_string, location=graph.location)
+        new.inputs = [self.value(v) for v in graph.inputs]
+        new.initializers = [self.value(v) for v in graph.initializers]
+        new.sparse_initializers = dict(graph.sparse_initializers)
+        new.nodes = [self.node(node) for node in graph.nodes]
+        new.outputs = [self.value(v) for v in graph.outputs]
+        new.value_info = [self.value(v) for v in graph.value_info]
+        return new

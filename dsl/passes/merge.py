@@ -1,0 +1,246 @@
+"""The merge pass: two models become one, outputs of the first wired into inputs of the second.
+
+``io_map=[(first_output, second_input), ...]`` connects the first model's output
+``first_output`` to the second model's input ``second_input``: that input's
+:class:`ir.Value` is replaced by the output's everywhere in the second model (node
+inputs, outputs, and reads inside If/Loop/Scan subgraphs), and it stops being an input.
+An empty ``io_map`` puts the two models side by side.
+
+What the result holds follows ``onnx.compose.merge_models``: the inputs of the first
+model, then the second's inputs not in the map; the first model's outputs not in the map,
+then every output of the second; initializers, value_info and nodes of both (the
+first's first).  Names are kept where they do not clash and renamed where they do (the
+second model's, by :class:`~dsl.passes.prefix.PrefixPass`); ``prefix1``/``prefix2``
+prefix every value and node name of one model first.  Model-local functions with the
+same (domain, name) and the same body are shared, with a different body the second's
+is renamed.
+
+Opsets: both models must import the same ai.onnx version (the facade,
+``converter.merge``, converts the older model up before reading it; this pass refuses a
+mix).  Every other domain (ai.onnx.ml, custom ones) is kept; a domain both import at
+different versions takes the higher.  The IR version is the higher; metadata_props of
+both are kept (the first's value wins on a shared key), the rest of the metadata is
+the first's.
+
+Mistakes raise :class:`~dsl.errors.DslError` subclasses naming the values and their
+types: an unknown name (with close matches), a second input mapped twice, an element
+type or static shape that differs across a map entry, a model merged with itself.
+
+The pass works in place on both models (the result reuses their graphs' objects).
+
+>>> merged = merge_models(first, second, io_map=[("y", "x")])     # doctest: +SKIP
+>>> MergePass(second, [("y", "x")])(first).target                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from dsl import ir
+from dsl.errors import ConversionError, DslError, DslNameError, DslTypeError
+from dsl.passes.prefix import PrefixPass, graph_node_names, graph_values, model_functions, same_function
+from dsl.passes.protocol import PassResult
+
+__all__ = ["MergePass", "merge_models", "IoMap"]
+
+IoMap = Sequence[tuple[str, str]]
+
+
+class MergePass:
+    """Merge ``second`` after the model the pass is called on (see :func:`merge_models`).
+
+    >>> MergePass(second, io_map=[("y", "x")])(first).target       # doctest: +SKIP
+    """
+
+    def __init__(
+        self, second: ir.Model, io_map: IoMap = (), *, prefix1: str | None = None, prefix2: str | None = None
+    ) -> None:
+        self.second = second
+        self.io_map = list(io_map)
+        self.prefix1 = prefix1
+        self.prefix2 = prefix2
+
+    def __call__(self, target: ir.Model) -> PassResult[ir.Model]:
+        merged = merge_models(target, self.second, self.io_map, prefix1=self.prefix1, prefix2=self.prefix2)
+        return PassResult(merged, True)
+
+
+def merge_models(
+    first: ir.Model,
+    second: ir.Model,
+    io_map: IoMap = (),
+    *,
+    prefix1: str | None = None,
+    prefix2: str | None = None,
+) -> ir.Model:
+    """One model computing ``first`` and then ``second``, wired by ``io_map`` (in place; see the module).
+
+    >>> merged = merge_models(preprocess, classifier, io_map=[("image", "data_0")])   # doctest: +SKIP
+    >>> [v.name for v in merged.graph.outputs]                                         # doctest: +SKIP
+    ['softmaxout_1']
+    """
+    if first is second or first.graph is second.graph:
+        raise DslError(
+            "a model cannot be merged with itself: the map would make a cycle",
+            hint="read the model twice (converter.merge does) to chain two copies of it",
+        )
+    pairs = _resolve(first, second, list(io_map))
+    _check_opsets(first, second)
+    if prefix1:
+        PrefixPass(prefix1)(first)
+    PrefixPass(
+        prefix2,
+        taken_values={v.name for v in graph_values(first.graph)} | set(first.graph.sparse_initializers),
+        taken_nodes=graph_node_names(first.graph),
+        taken_functions=model_functions(first),
+    )(second)
+    for output, input_ in pairs:
+        _replace_value(second.graph, input_, output)
+    functions = _merge_functions(first, second)
+    return _assemble(first, second, pairs, functions)
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _resolve(first: ir.Model, second: ir.Model, io_map: list[tuple[str, str]]) -> list[tuple[ir.Value, ir.Value]]:
+    outputs = {v.name: v for v in first.graph.outputs}
+    inputs = {v.name: v for v in second.graph.inputs}
+    pairs: list[tuple[ir.Value, ir.Value]] = []
+    mapped: dict[str, str] = {}
+    for entry in io_map:
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            raise DslTypeError(f"io_map entry {entry!r} is not a pair (first_output, second_input)")
+        out_name, in_name = entry
+        output = _lookup(out_name, outputs, "an output of the first model")
+        input_ = _lookup(in_name, inputs, "an input of the second model")
+        if in_name in mapped:
+            raise DslNameError(
+                f"io_map feeds the second model's input {in_name!r} twice (from {mapped[in_name]!r} and {out_name!r})",
+                hint="an input takes one value: keep one of the two entries",
+            )
+        mapped[in_name] = out_name
+        _check_types(output, input_)
+        pairs.append((output, input_))
+    return pairs
+
+
+def _lookup(name: str, values: dict[str, ir.Value], what: str) -> ir.Value:
+    found = values.get(name)
+    if found is None:
+        close = difflib.get_close_matches(name, list(values), n=3)
+        known = ", ".join(repr(n) for n in values) or "none"
+        raise DslNameError(
+            f"io_map names {name!r}, which is not {what} (those are: {known})",
+            hint=f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "check the spelling",
+        )
+    return found
+
+
+def _check_types(output: ir.Value, input_: ir.Value) -> None:
+    given, wanted = output.type, input_.type
+    if given is None or wanted is None:
+        return
+    what = f"io_map ({output.name!r} -> {input_.name!r}): the first model's {output.name!r} is {given!r}"
+    what += f", the second model's input {input_.name!r} is {wanted!r}"
+    if isinstance(given, ir.TensorType) and isinstance(wanted, ir.TensorType):
+        if given.elem_type != wanted.elem_type:
+            raise DslTypeError(
+                f"{what}: element types {ir.element_type_name(given.elem_type)} and "
+                f"{ir.element_type_name(wanted.elem_type)} differ",
+                hint="insert a Cast in one of the models, or map another output",
+            )
+        if given.shape is None or wanted.shape is None:
+            return
+        if len(given.shape) != len(wanted.shape) or any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(given.shape, wanted.shape)
+        ):
+            raise DslTypeError(
+                f"{what}: shapes {list(given.shape)} and {list(wanted.shape)} differ",
+                hint="reshape in one of the models, or map an output of the right shape",
+            )
+    elif type(given) is not type(wanted):
+        raise DslTypeError(f"{what}: the kinds differ", hint="map an output of the kind the input takes")
+
+
+def _check_opsets(first: ir.Model, second: ir.Model) -> None:
+    ours, theirs = _default_version(first), _default_version(second)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise ConversionError(
+            f"the first model imports ai.onnx opset {ours} and the second opset {theirs}",
+            hint="convert the older model up first (converter.merge does, with onnx.version_converter)",
+        )
+
+
+def _default_version(model: ir.Model) -> int | None:
+    imports = model.opset_imports
+    return imports.get("", imports.get("ai.onnx"))
+
+
+# ------------------------------------------------------------------------------ wiring
+
+
+def _replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
+    """Every read of ``old`` in ``graph`` and its subgraphs reads ``new`` instead."""
+    graphs = [graph] + [sub for node, _ in ir.walk(graph) for sub in ir.subgraphs(node)]
+    for node, _ in ir.walk(graph):
+        node.inputs = [new if v is old else v for v in node.inputs]
+    for current in graphs:
+        current.outputs = [new if v is old else v for v in current.outputs]
+        current.value_info = [v for v in current.value_info if v is not old]
+
+
+def _merge_functions(first: ir.Model, second: ir.Model) -> list[ir.Function]:
+    """The first's functions, then the second's that are not the same as one of the first's
+    (calls of a shared one are redirected to the first's copy)."""
+    ours = model_functions(first)
+    by_key = {(f.domain, f.name, f.overload): f for f in ours}
+    theirs = model_functions(second)
+    shared: dict[int, ir.Function] = {}
+    for function in theirs:
+        other = by_key.get((function.domain, function.name, function.overload))
+        if other is not None and same_function(function, other):
+            shared[id(function)] = other
+    if shared:
+        for graph in [second.graph, *(f.graph for f in theirs)]:
+            for node, _ in ir.walk(graph):
+                if node.callee is not None and id(node.callee) in shared:
+                    node.callee = shared[id(node.callee)]
+    return ours + [f for f in theirs if id(f) not in shared]
+
+
+def _assemble(
+    first: ir.Model, second: ir.Model, pairs: list[tuple[ir.Value, ir.Value]], functions: list[ir.Function]
+) -> ir.Model:
+    one, two = first.graph, second.graph
+    replaced = {id(input_) for _, input_ in pairs}
+    consumed = {id(output) for output, _ in pairs}
+    graph = ir.Graph(
+        name=one.name or two.name,
+        inputs=one.inputs + [v for v in two.inputs if id(v) not in replaced],
+        outputs=[v for v in one.outputs if id(v) not in consumed] + two.outputs,
+        nodes=one.nodes + two.nodes,
+        initializers=one.initializers + [v for v in two.initializers if id(v) not in replaced],
+        sparse_initializers={**one.sparse_initializers, **two.sparse_initializers},
+        value_info=one.value_info + [v for v in two.value_info if id(v) not in replaced],
+        doc_string=one.doc_string or two.doc_string,
+        location=one.location,
+    )
+    imports = dict(second.opset_imports)
+    for domain, version in first.opset_imports.items():
+        imports[domain] = max(version, imports.get(domain, version))
+    versions = [v for v in (first.ir_version, second.ir_version) if v]
+    return ir.Model(
+        graph=graph,
+        functions=functions,
+        opset_imports=imports,
+        ir_version=max(versions) if versions else None,
+        producer_name=first.producer_name,
+        producer_version=first.producer_version,
+        domain=first.domain,
+        model_version=first.model_version,
+        doc_string=first.doc_string,
+        metadata_props={**second.metadata_props, **first.metadata_props},
+        location=first.location,
+    )

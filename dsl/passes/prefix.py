@@ -1,0 +1,269 @@
+"""The prefix pass: rename a model's values, nodes and functions apart from names taken elsewhere.
+
+Used by the merge pass (:mod:`dsl.passes.merge`) before two models become one graph, and
+usable alone (``onnx.compose.add_prefix`` does the same on protos).  With ``prefix``,
+every named value (inputs, initializers, node outputs, subgraph inputs and outputs,
+value_info) and every named node of the main graph and of its If/Loop/Scan subgraphs
+gets it; without, names are kept and only those found in ``taken_values`` /
+``taken_nodes`` (or clashing with a name the model already uses) get a fresh suffix
+(``h`` -> ``h_1``).  Since the IR holds :class:`ir.Value` objects, renaming a value
+renames every reader, outer-scope captures inside subgraphs included.
+
+Model-local functions are a namespace of their own: a function whose (domain, name,
+overload) is that of one in ``taken_functions`` with a different body is renamed (and
+so are its call sites, in the main graph, subgraphs and other function bodies); one with
+the same body keeps its name (a merge then shares one copy, see :func:`same_function`).
+The prefix is not applied to function names, nor to names inside function bodies
+(a body is its own scope).
+
+It works in place: the Model (or Function) passed in is the one changed and returned.
+
+>>> PrefixPass("pre_")(model).target.graph.inputs           # doctest: +SKIP
+[%pre_x: FLOAT[1, 4]]
+>>> PrefixPass(taken_values={"h"})(model).modified          # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator
+from typing import Any
+
+from dsl import ir
+from dsl.passes.protocol import PassResult, T
+
+__all__ = ["PrefixPass", "same_function", "graph_values", "graph_node_names", "model_functions", "FunctionKey"]
+
+FunctionKey = tuple[str, str, str]  # (domain, name, overload)
+
+
+class PrefixPass:
+    """Give a model's names ``prefix``, or fresh names where they clash with taken ones (in place).
+
+    ``taken_values`` and ``taken_nodes`` are names the result must not use (another
+    model's value and node names); ``taken_functions`` are functions whose (domain,
+    name, overload) a function with a different body must not reuse.
+
+    >>> PrefixPass("a_", taken_values={"a_x"})(model).target    # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        prefix: str | None = None,
+        *,
+        taken_values: Collection[str] = (),
+        taken_nodes: Collection[str] = (),
+        taken_functions: Collection[ir.Function] = (),
+    ) -> None:
+        self.prefix = prefix or ""
+        self.taken_values = set(taken_values)
+        self.taken_nodes = set(taken_nodes)
+        self.taken_functions = list(taken_functions)
+
+    def __call__(self, target: T) -> PassResult[T]:
+        graph = target.graph
+        modified = _rename_values(graph, self.prefix, self.taken_values)
+        modified = _rename_nodes(graph, self.prefix, self.taken_nodes) or modified
+        if isinstance(target, ir.Model):
+            modified = _rename_functions(target, self.taken_functions) or modified
+        return PassResult(target, modified)
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def graph_values(graph: ir.Graph) -> list[ir.Value]:
+    """Every value defined or read in ``graph`` and its subgraphs, each once, in a stable order."""
+    found: dict[int, ir.Value] = {}
+
+    def add(values: Iterable[ir.Value | None]) -> None:
+        for value in values:
+            if value is not None:
+                found.setdefault(id(value), value)
+
+    for current in _graphs(graph):
+        add(current.inputs)
+        add(current.initializers)
+    for node, _ in ir.walk(graph):
+        add(node.inputs)
+        add(node.outputs)
+    for current in _graphs(graph):
+        add(current.outputs)
+        add(current.value_info)
+    return list(found.values())
+
+
+def graph_node_names(graph: ir.Graph) -> set[str]:
+    """The names of the nodes of ``graph`` and its subgraphs (empty names left out)."""
+    return {node.name for node, _ in ir.walk(graph) if node.name}
+
+
+def _graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
+    yield graph
+    for node, _ in ir.walk(graph):
+        yield from ir.subgraphs(node)
+
+
+def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
+    """One name per entry: prefixed, kept where free, else the first free ``name_N``.
+
+    Empty names (omitted optional outputs, unnamed nodes) stay empty.  A fresh name also
+    avoids every name the model itself keeps, so ``h`` does not become an existing ``h_1``.
+    """
+    wanted = [prefix + name if name else "" for name in names]
+    used = set(taken)
+    result: list[str] = []
+    clashing: list[int] = []
+    for index, name in enumerate(wanted):
+        if name and name in used:
+            clashing.append(index)
+            result.append(name)
+        else:
+            used.add(name)
+            result.append(name)
+    for index in clashing:
+        base, suffix = wanted[index], 1
+        while f"{base}_{suffix}" in used:
+            suffix += 1
+        result[index] = f"{base}_{suffix}"
+        used.add(result[index])
+    return result
+
+
+def _rename_values(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
+    values = graph_values(graph)
+    sparse = list(graph.sparse_initializers)
+    names = _new_names([v.name for v in values] + sparse, prefix, taken)
+    modified = False
+    for value, name in zip(values, names):
+        if value.name != name:
+            value.name = name
+            if value.initializer is not None:
+                value.initializer.name = name
+            modified = True
+    new_sparse = names[len(values):]
+    if new_sparse != sparse:
+        graph.sparse_initializers = dict(zip(new_sparse, graph.sparse_initializers.values()))
+        for name, tensor in graph.sparse_initializers.items():
+            tensor.values.name = name
+        modified = True
+    return modified
+
+
+def _rename_nodes(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
+    nodes = [node for node, _ in ir.walk(graph)]
+    names = _new_names([n.name for n in nodes], prefix, taken)
+    modified = False
+    for node, name in zip(nodes, names):
+        if node.name != name:
+            node.name, modified = name, True
+    return modified
+
+
+# -------------------------------------------------------------------------- functions
+
+
+def _key(function: ir.Function) -> FunctionKey:
+    return (function.domain, function.name, function.overload)
+
+
+def model_functions(model: ir.Model) -> list[ir.Function]:
+    """The model's listed functions and every function its graphs call, each once."""
+    found: dict[int, ir.Function] = {id(f): f for f in model.functions}
+    main = ir.Function(model.graph.name, model.graph)
+    for function in [main, *model.functions]:
+        for callee in function.callees():
+            found.setdefault(id(callee), callee)
+    return list(found.values())
+
+
+def _rename_functions(model: ir.Model, taken: list[ir.Function]) -> bool:
+    by_key = {_key(f): f for f in taken}
+    own = model_functions(model)
+    used_keys = set(by_key) | {_key(f) for f in own}
+    # Decide every rename on the unchanged model: a body's signature includes its callees'.
+    renamed: list[tuple[ir.Function, str]] = []
+    for function in own:
+        other = by_key.get(_key(function))
+        if other is None or other is function or same_function(function, other):
+            continue
+        suffix = 1
+        while (function.domain, f"{function.name}_{suffix}", function.overload) in used_keys:
+            suffix += 1
+        name = f"{function.name}_{suffix}"
+        used_keys.add((function.domain, name, function.overload))
+        renamed.append((function, name))
+    for function, name in renamed:
+        function.name = name
+    if renamed:
+        changed = {id(f) for f, _ in renamed}
+        for graph in [model.graph, *(f.graph for f in own)]:
+            for node, _ in ir.walk(graph):
+                if node.callee is not None and id(node.callee) in changed:
+                    node.op_type = node.callee.name
+    return bool(renamed)
+
+
+def same_function(first: ir.Function, second: ir.Function) -> bool:
+    """Whether two functions compute the same thing the same way: equal bodies up to value
+    names (ops, attributes, constants, attribute parameters, opsets and callees' bodies).
+
+    >>> same_function(model_a.functions[0], model_b.functions[0])   # doctest: +SKIP
+    True
+    """
+    return _function_signature(first) == _function_signature(second)
+
+
+def _function_signature(function: ir.Function) -> tuple[Any, ...]:
+    params = tuple((p.name, int(p.kind), _attr_signature(p.default, {})) for p in function.attr_params)
+    return (
+        _key(function),
+        params,
+        tuple(sorted(function.opset_imports.items())),
+        _graph_signature(function.graph, {}),
+    )
+
+
+def _graph_signature(graph: ir.Graph, numbers: dict[int, int]) -> tuple[Any, ...]:
+    def number(value: ir.Value | None) -> int:
+        if value is None:
+            return -1
+        return numbers.setdefault(id(value), len(numbers))
+
+    inputs = tuple((number(v), v.type) for v in graph.inputs)
+    constants = tuple((number(v), _tensor_signature(v.initializer)) for v in graph.initializers)
+    nodes = []
+    for node in graph.nodes:
+        reads = tuple(number(v) for v in node.inputs)
+        writes = tuple(number(v) if v.name else -1 for v in node.outputs)
+        attrs = tuple(sorted((name, _attr_signature(attr, numbers)) for name, attr in node.attributes.items()))
+        callee = _function_signature(node.callee) if node.callee is not None else None
+        nodes.append((node.op_type, node.domain, node.overload, reads, writes, attrs, callee))
+    outputs = tuple(number(v) for v in graph.outputs)
+    return inputs, constants, tuple(nodes), outputs
+
+
+def _attr_signature(attr: ir.Attr | None, numbers: dict[int, int]) -> Any:
+    if attr is None:
+        return None
+    return (int(attr.kind), attr.ref_attr_name, _payload_signature(attr.value, numbers))
+
+
+def _payload_signature(value: Any, numbers: dict[int, int]) -> Any:
+    if isinstance(value, list):
+        return tuple(_payload_signature(item, numbers) for item in value)
+    if isinstance(value, ir.Tensor):
+        return _tensor_signature(value)
+    if isinstance(value, ir.SparseTensor):
+        return (_tensor_signature(value.values), _tensor_signature(value.indices), value.dims)
+    if isinstance(value, ir.Graph):
+        return _graph_signature(value, numbers)
+    return value
+
+
+def _tensor_signature(tensor: ir.Tensor | None) -> Any:
+    if tensor is None:
+        return None
+    array = tensor.array
+    data = tuple(array.ravel().tolist()) if array.dtype == object else array.tobytes()
+    return (tensor.elem_type, tensor.shape, data)

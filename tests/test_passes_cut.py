@@ -1,0 +1,252 @@
+"""dsl.passes.cut and converter.cut: the sub-model that computes some values.
+
+The oracle runs the original model in onnxruntime with the cut's values exposed as extra
+outputs; the cut model (checked with ``onnx.checker`` full_check) must give the same
+arrays from the same inputs (or, for a middle slice, from the oracle's intermediate).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import converter
+from converter.from_onnx import model_from_proto
+from dsl import ir
+from dsl.errors import ConversionError, DslError, DslNameError
+from dsl.passes.cut import CutPass, cut_model, layers
+
+F = TensorProto.FLOAT
+RESNET = Path(os.path.dirname(onnx.__file__)) / "backend/test/data/light/light_resnet50.onnx"
+
+
+def make(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: Sequence[Any] = (), opset: int = 18,
+         functions: Sequence[Any] = (), ir_version: int = 8) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("local", 1)] if functions else [])
+    model = helper.make_model(graph, opset_imports=imports, functions=list(functions))
+    model.ir_version = ir_version
+    return model
+
+
+def vi(name: str, shape: list[Any] | None, elem: int = F) -> Any:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name: str, values: list[float]) -> Any:
+    return helper.make_tensor(name, F, [len(values)], values)
+
+
+def session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # IR-3 models warn about every initializer listed as an input
+    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def feeds_of(model: onnx.ModelProto) -> list[str]:
+    initializers = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in initializers]
+
+
+def oracle(model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """The values ``names`` as the original model computes them (exposed as extra outputs)."""
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    present = {o.name for o in exposed.graph.output}
+    exposed.graph.output.extend(vi(name, None) for name in names if name not in present)
+    results = session(exposed).run(names, feeds)
+    return dict(zip(names, results))
+
+
+def check_cut(original: onnx.ModelProto, part: onnx.ModelProto, feeds: dict[str, np.ndarray],
+              outputs: list[str], inputs: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Run ``part`` on ``feeds`` (or on the oracle's values of ``inputs``) and compare with the oracle."""
+    onnx.checker.check_model(part, full_check=True)
+    assert [o.name for o in part.graph.output] == outputs
+    expected = oracle(original, feeds, [*outputs, *(inputs or [])])
+    part_feeds = {name: expected[name] for name in inputs} if inputs is not None else feeds
+    assert sorted(feeds_of(part)) == sorted(part_feeds)
+    got = session(part).run(outputs, part_feeds)
+    for name, array in zip(outputs, got):
+        np.testing.assert_allclose(array, expected[name], rtol=1e-5, atol=1e-5)
+    return expected
+
+
+def chain() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Mul", ["a", "w"], ["b"]),
+        helper.make_node("Add", ["b", "c"], ["y"]),
+        helper.make_node("Neg", ["y"], ["out"]),
+    ]
+    inits = [const("w", [2, 3, 4]), const("c", [1, 1, 1]), const("unused", [9])]
+    return make(nodes, [vi("x", [3])], [vi("out", [3])], inits)
+
+
+X3 = {"x": np.array([-1.0, 0.5, 2.0], np.float32)}
+
+
+def test_chain_cut_in_the_middle() -> None:
+    original = chain()
+    part = converter.cut(original, outputs=["b"])
+    check_cut(original, part, X3, ["b"])
+    assert [n.op_type for n in part.graph.node] == ["Relu", "Mul"]
+    assert [t.name for t in part.graph.initializer] == ["w"]
+
+
+def test_outputs_and_inputs_give_a_middle_slice() -> None:
+    original = chain()
+    part = converter.cut(original, outputs=["y"], inputs=["a"])
+    check_cut(original, part, X3, ["y"], inputs=["a"])
+    assert [n.op_type for n in part.graph.node] == ["Mul", "Add"]
+    assert part.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3  # typed by shape inference
+
+
+def test_inputs_alone_keep_the_outputs() -> None:
+    original = chain()
+    part = converter.cut(original, inputs=["b"])
+    check_cut(original, part, X3, ["out"], inputs=["b"])
+    assert [n.op_type for n in part.graph.node] == ["Add", "Neg"]
+
+
+def if_model() -> onnx.ModelProto:
+    then_branch = helper.make_graph([helper.make_node("Add", ["r", "k"], ["t"])], "then", [], [vi("t", [2])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["r"], ["e"])], "else", [], [vi("e", [2])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("Sigmoid", ["y"], ["z"]),
+    ]
+    return make(nodes, [vi("x", [2]), vi("cond", [], TensorProto.BOOL)], [vi("z", [2])], [const("k", [10, 20])])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_branches_keep_the_outer_values_they_read(flag: bool) -> None:
+    original = if_model()
+    feeds = {"x": np.array([-3.0, 4.0], np.float32), "cond": np.array(flag)}
+    part = converter.cut(original, outputs=["y"])
+    check_cut(original, part, feeds, ["y"])
+    assert [n.op_type for n in part.graph.node] == ["Relu", "If"]  # Relu is read only inside the branches
+    sliced = converter.cut(original, outputs=["y"], inputs=["r", "cond"])  # a branch now reads a graph input
+    check_cut(original, sliced, feeds, ["y"], inputs=["r", "cond"])
+    assert [n.op_type for n in sliced.graph.node] == ["If"]
+
+
+def functions_model() -> onnx.ModelProto:
+    square = helper.make_function("local", "Square", ["v"], ["s"], [helper.make_node("Mul", ["v", "v"], ["s"])],
+                                  [helper.make_opsetid("", 18)])
+    double = helper.make_function("local", "Double", ["v"], ["d"], [helper.make_node("Add", ["v", "v"], ["d"])],
+                                  [helper.make_opsetid("", 18)])
+    nodes = [
+        helper.make_node("Square", ["x"], ["sq"], domain="local"),
+        helper.make_node("Relu", ["sq"], ["h"]),
+        helper.make_node("Double", ["h"], ["y"], domain="local"),
+    ]
+    return make(nodes, [vi("x", [2])], [vi("y", [2])], functions=[square, double])
+
+
+def test_unused_local_functions_are_dropped() -> None:
+    original = functions_model()
+    feeds = {"x": np.array([-3.0, 4.0], np.float32)}
+    part = converter.cut(original, outputs=["h"])
+    check_cut(original, part, feeds, ["h"])
+    assert [f.name for f in part.functions] == ["Square"]
+    tail = converter.cut(original, inputs=["h"])
+    check_cut(original, tail, feeds, ["y"], inputs=["h"])
+    assert [f.name for f in tail.functions] == ["Double"]
+
+
+def ir3_model() -> onnx.ModelProto:
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"]), helper.make_node("Mul", ["a", "v"], ["y"])]
+    inits = [const("w", [1, 2]), const("v", [3, 4])]
+    return make(nodes, [vi("x", [2]), vi("w", [2]), vi("v", [2])], [vi("y", [2])], inits, opset=8, ir_version=3)
+
+
+def test_ir3_initializers_listed_as_inputs() -> None:
+    original = ir3_model()
+    part = converter.cut(original, outputs=["a"])
+    check_cut(original, part, {"x": np.array([5.0, 6.0], np.float32)}, ["a"])
+    assert [i.name for i in part.graph.input] == ["x", "w"]  # still listed, as IR 3 wants
+    assert [t.name for t in part.graph.initializer] == ["w"]
+
+
+def test_resnet50_cut_before_the_classifier() -> None:
+    original = onnx.load(RESNET)
+    gemm = [n for n in original.graph.node if n.op_type == "Gemm"][-1]
+    before = gemm.input[0]
+    counted = layers(model_from_proto(original).graph)
+    k = len(counted) - next(i for i, n in enumerate(counted) if n.outputs[0].name == before)
+    feeds = {"gpu_0/data_0": np.random.default_rng(0).standard_normal((1, 3, 224, 224), np.float32)}
+    by_layers = converter.cut(str(RESNET), last_layers=-k)
+    check_cut(original, by_layers, feeds, [before])
+    assert "Gemm" not in {n.op_type for n in by_layers.graph.node}
+    assert "gpu_0/pred_w_0" not in {t.name for t in by_layers.graph.initializer}
+    by_name = converter.cut(str(RESNET), outputs=[before])
+    assert by_name.graph.node == by_layers.graph.node
+    whole = converter.cut(str(RESNET), last_layers=-1)
+    check_cut(original, whole, feeds, ["gpu_0/softmax_1"])
+
+
+def test_external_data_is_carried(tmp_path: Path) -> None:
+    original = chain()
+    onnx.save_model(original, tmp_path / "chain.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="chain.data", size_threshold=0)
+    part = converter.cut(tmp_path / "chain.onnx", outputs=["y"])
+    check_cut(original, part, X3, ["y"])
+
+
+def test_the_pass_leaves_its_input_alone_and_cuts_functions() -> None:
+    model = model_from_proto(chain())
+    result = CutPass(outputs=["b"])(model)
+    assert result.modified and len(model.graph.nodes) == 4 and len(result.target.graph.nodes) == 2
+    function = ir.Function("f", model.graph)
+    cut = CutPass(last_layers=-2)(function).target
+    assert [v.name for v in cut.outputs] == ["y"] and isinstance(cut, ir.Function)
+    assert [n.op_type for n in cut.nodes] == ["Relu", "Mul", "Add"]
+
+
+# ---------------------------------------------------------------------------- mistakes
+
+
+def test_unknown_names_are_named_with_close_matches() -> None:
+    with pytest.raises(DslNameError, match=r"'bb' \(did you mean 'b'") as caught:
+        cut_model(model_from_proto(chain()), outputs=["bb"])
+    assert isinstance(caught.value, DslError)
+    with pytest.raises(DslNameError, match="'nothing_like_it'"):
+        converter.cut(chain(), outputs=["y"], inputs=["nothing_like_it"])
+
+
+def test_a_needed_input_not_given_is_named() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x2"], ["y"])]
+    original = make(nodes, [vi("x", [2]), vi("x2", [2])], [vi("y", [2])])
+    with pytest.raises(ConversionError, match=r"'y' need the input\(s\) 'x2', which are not given"):
+        converter.cut(original, outputs=["y"], inputs=["r"])
+
+
+def test_a_given_input_nothing_needs_is_named() -> None:
+    with pytest.raises(ConversionError, match=r"'c' are not needed to compute 'b'"):
+        converter.cut(chain(), outputs=["b"], inputs=["x", "c"])
+
+
+@pytest.mark.parametrize("last_layers", [0, 1, -5, -100])
+def test_last_layers_out_of_range(last_layers: int) -> None:
+    with pytest.raises(ConversionError, match=rf"last_layers={last_layers} is out of range: the graph has 4 layers"):
+        converter.cut(chain(), last_layers=last_layers)
+
+
+def test_outputs_and_last_layers_together_are_refused() -> None:
+    with pytest.raises(ConversionError, match="not both"):
+        converter.cut(chain(), outputs=["y"], last_layers=-2)
+
+
+def test_cut_takes_protos_or_paths() -> None:
+    with pytest.raises(DslError, match="not int"):
+        converter.cut(3, outputs=["y"])

@@ -1,0 +1,115 @@
+"""dsl.passes.prefix: names given a prefix, or renamed apart from taken ones, without changing
+what the model computes (onnxruntime on the model before and after is the oracle), and
+subgraph reads of outer values, subgraph inputs/outputs and function call sites stay
+consistent."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper
+
+from converter.from_onnx import model_from_proto
+from converter.to_onnx import model_to_proto
+from dsl import ir
+from dsl.passes.prefix import PrefixPass, same_function
+
+F = TensorProto.FLOAT
+
+
+def vi(name: str) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, F, [1, 4])
+
+
+def run(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})
+
+
+def loop_model() -> onnx.ModelProto:
+    """x -> h = Relu(x); a Loop of 3 steps whose body reads h (outer) and carries acc; plus h_1."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"]), helper.make_node("Add", ["acc", "h"], ["acc_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []), vi("acc")],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi("acc_out")],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["h"], name="relu"),
+            helper.make_node("Neg", ["h"], ["h_1"], name="neg"),
+            helper.make_node("Loop", ["n", "", "h_1"], ["y"], name="loop", body=body),
+        ],
+        "g", [vi("x")], [vi("y")], [helper.make_tensor("n", TensorProto.INT64, [], [3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def check_same_results(before: onnx.ModelProto, after: ir.Model) -> onnx.ModelProto:
+    proto = model_to_proto(after)
+    onnx.checker.check_model(proto, full_check=True)
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    np.testing.assert_allclose(run(proto, x)[0], run(before, x)[0])
+    return proto
+
+
+def test_prefix_reaches_subgraphs() -> None:
+    before = loop_model()
+    model = model_from_proto(before)
+    assert PrefixPass("p/")(model).modified
+    proto = check_same_results(before, model)
+    body = proto.graph.node[2].attribute[0].g
+    assert [n.name for n in proto.graph.node] == ["p/relu", "p/neg", "p/loop"]
+    assert [i.name for i in body.input] == ["p/i", "p/cond", "p/acc"]
+    assert list(body.node[1].input) == ["p/acc", "p/h"]  # the outer read is the renamed value
+    assert [o.name for o in body.output] == ["p/cond_out", "p/acc_out"]
+    assert [i.name for i in proto.graph.initializer] == ["p/n"]
+
+
+def test_only_clashing_names_are_renamed_and_fresh_names_avoid_the_models_own() -> None:
+    before = loop_model()
+    model = model_from_proto(before)
+    assert PrefixPass(taken_values={"h", "acc"}, taken_nodes={"neg"})(model).modified
+    proto = check_same_results(before, model)
+    relu, neg, loop = proto.graph.node
+    assert relu.output[0] == "h_2" and neg.output[0] == "h_1"  # h_1 is the model's own: h becomes h_2
+    assert [n.name for n in proto.graph.node] == ["relu", "neg_1", "loop"]
+    assert list(loop.attribute[0].g.node[1].input) == ["acc_1", "h_2"]
+
+
+def test_nothing_taken_changes_nothing() -> None:
+    model = model_from_proto(loop_model())
+    assert not PrefixPass()(model).modified
+
+
+def function_model(op: str, name: str = "act") -> ir.Model:
+    function = helper.make_function("local", name, ["i"], ["o"], [helper.make_node(op, ["i"], ["o"])],
+                                    [helper.make_opsetid("", 18)])
+    outer = helper.make_function("local", "twice", ["i"], ["o"], [
+        helper.make_node(name, ["i"], ["t"], domain="local"), helper.make_node(name, ["t"], ["o"], domain="local"),
+    ], [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    graph = helper.make_graph([helper.make_node("twice", ["x"], ["y"], domain="local")], "g", [vi("x")], [vi("y")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("local", 1)],
+                              functions=[function, outer], ir_version=8)
+    return model_from_proto(proto)
+
+
+def test_a_function_with_a_different_body_is_renamed_with_its_call_sites() -> None:
+    taken = function_model("Relu")
+    model = function_model("Neg")
+    before = model_to_proto(model)
+    assert PrefixPass(taken_functions=taken.functions)(model).modified
+    names = sorted(f.name for f in model.functions)
+    assert names == ["act_1", "twice_1"]  # twice calls a different act, so it differs too
+    proto = check_same_results(before, model)
+    assert [n.op_type for n in proto.functions[-1].node] == ["act_1", "act_1"]
+
+
+def test_a_function_with_the_same_body_keeps_its_name() -> None:
+    taken = function_model("Relu")
+    model = function_model("Relu")
+    assert same_function(taken.functions[0], model.functions[0])
+    assert not PrefixPass(taken_functions=taken.functions)(model).modified
+    assert not same_function(taken.functions[0], function_model("Neg").functions[0])
