@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl.errors import DslError
+
+if TYPE_CHECKING:
+    import onnx
 
 __all__ = ["main"]
 
@@ -94,9 +97,7 @@ def _add_compile(commands: Any) -> None:
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    import os
 
-    import onnx
 
     from converter.script_module import load_script_function, model_options, split_spec
 
@@ -106,10 +107,7 @@ def _run_compile(args: argparse.Namespace) -> int:
     if args.ir_version is not None:
         options["ir_version"] = args.ir_version
     model = function.to_model_proto(**options)
-    # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
-    large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24
-    onnx.save_model(model, args.output, save_as_external_data=large,
-                    location=os.path.basename(args.output) + ".data" if large else None)
+    _save_model(model, args.output)
     print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
     return 0
 
@@ -143,19 +141,25 @@ def _parse_io_map(pairs: list[str]) -> list[tuple[str, str]]:
 
 
 def _run_merge(args: argparse.Namespace) -> int:
-    import os
 
-    import onnx
 
     from converter import merge
 
     model = merge(args.first, args.second, _parse_io_map(args.map), prefix1=args.prefix1, prefix2=args.prefix2)
-    large = model.ByteSize() > 2**31 - 2**24  # protobuf cannot serialise 2 GB: weights go to a side file
-    onnx.save_model(model, args.output, save_as_external_data=large,
-                    location=os.path.basename(args.output) + ".data" if large else None)
+    _save_model(model, args.output)
     outputs = ", ".join(o.name for o in model.graph.output)
     print(f"wrote {args.output}: {len(model.graph.node)} nodes; outputs: {outputs}")
     return 0
+
+
+def _save_model(model: onnx.ModelProto, path: str) -> None:
+    import os
+
+    import onnx
+
+    # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
+    large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24
+    onnx.save_model(model, path, save_as_external_data=large, location=os.path.basename(path) + ".data" if large else None)
 
 
 def _add_cut(commands: Any) -> None:
@@ -174,16 +178,12 @@ def _add_cut(commands: Any) -> None:
 
 
 def _run_cut(args: argparse.Namespace) -> int:
-    import os
 
-    import onnx
 
     from converter import cut
 
     model = cut(args.model, outputs=args.output, inputs=args.input, last_layers=args.last_layers)
-    large = model.ByteSize() > 2**31 - 2**24  # protobuf cannot serialise 2 GB: weights go to a side file
-    onnx.save_model(model, args.output_file, save_as_external_data=large,
-                    location=os.path.basename(args.output_file) + ".data" if large else None)
+    _save_model(model, args.output_file)
     inputs = ", ".join(i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
     outputs = ", ".join(o.name for o in model.graph.output)
     print(f"wrote {args.output_file}: {len(model.graph.node)} nodes; inputs: {inputs}; outputs: {outputs}")
