@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from converter.python_source import PythonSource
     from dsl import ir
 
-__all__ = ["to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "cut"]
+__all__ = [
+    "to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "split",
+    "join", "cut",
+]
 
 
 def to_python(
@@ -162,25 +165,82 @@ def merge(
 
     >>> model = converter.merge("pre.onnx", "net.onnx", io_map=[("image", "data_0")])   # doctest: +SKIP
     """
-    from converter.from_onnx import model_from_proto
-    from converter.to_onnx import model_to_proto
     from dsl.passes.merge import merge_models
 
-    first_proto, first_source = _model_proto(first, "<first model>")
-    second_proto, second_source = _model_proto(second, "<second model>")
-    first_version, second_version = _onnx_opset(first_proto), _onnx_opset(second_proto)
-    if first_version < second_version:
-        first_proto = _convert_opset(first_proto, second_version, first_source)
-    elif second_version < first_version:
-        second_proto = _convert_opset(second_proto, first_version, second_source)
-    merged = merge_models(
-        model_from_proto(first_proto, source=first_source),
-        model_from_proto(second_proto, source=second_source),
-        list(io_map),
-        prefix1=prefix1,
-        prefix2=prefix2,
+    return _compose(
+        [(first, "<first model>"), (second, "<second model>")],
+        lambda one, two: merge_models(one, two, list(io_map), prefix1=prefix1, prefix2=prefix2),
     )
-    return model_to_proto(merged)
+
+
+def split(
+    parent: Any,
+    left: Any,
+    right: Any,
+    left_map: Sequence[tuple[str, str]],
+    right_map: Sequence[tuple[str, str]],
+) -> onnx.ModelProto:
+    """One ModelProto where the outputs of ``parent`` feed two children, ``left`` and ``right``.
+
+    sclblonnx's ``split``: each ``(parent_output, child_input)`` of ``left_map`` /
+    ``right_map`` feeds that output of ``parent`` to that input of ``left`` / ``right``;
+    one output may feed both.  The result's inputs are the parent's, then the children's
+    the maps leave open; its outputs the parent's no map consumes, then the left's, then
+    the right's.  Models are ModelProtos or paths; opsets, names and errors as
+    :func:`merge` (see :func:`dsl.passes.merge.split_models`).
+
+    >>> model = converter.split("backbone.onnx", "head_a.onnx", "head_b.onnx", [("h", "x")], [("h", "x")])  # doctest: +SKIP
+    """
+    from dsl.passes.merge import split_models
+
+    return _compose(
+        [(parent, "<parent model>"), (left, "<left model>"), (right, "<right model>")],
+        lambda one, two, three: split_models(one, two, three, list(left_map), list(right_map)),
+    )
+
+
+def join(
+    left: Any,
+    right: Any,
+    child: Any,
+    left_map: Sequence[tuple[str, str]],
+    right_map: Sequence[tuple[str, str]],
+) -> onnx.ModelProto:
+    """One ModelProto where the outputs of two parents, ``left`` and ``right``, feed ``child``.
+
+    sclblonnx's ``join``: each ``(parent_output, child_input)`` of ``left_map`` /
+    ``right_map`` feeds that output of ``left`` / ``right`` to that input of ``child``.
+    The parents are put side by side (clashing names of ``right`` are renamed), then
+    ``child`` follows.  The result's inputs are the left's, the right's, then the child's
+    the maps leave open; its outputs the parents' no map consumes, then the child's.
+    Models are ModelProtos or paths; opsets, names and errors as :func:`merge` (see
+    :func:`dsl.passes.merge.join_models`).
+
+    >>> model = converter.join("image.onnx", "text.onnx", "fusion.onnx", [("img", "a")], [("txt", "b")])  # doctest: +SKIP
+    """
+    from dsl.passes.merge import join_models
+
+    return _compose(
+        [(left, "<left model>"), (right, "<right model>"), (child, "<child model>")],
+        lambda one, two, three: join_models(one, two, three, list(left_map), list(right_map)),
+    )
+
+
+def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
+    """``combine`` run on the models (ModelProtos or paths, each with the name errors give
+    it) read into IR, the older ones converted up to the newest ai.onnx opset first."""
+    from converter.from_onnx import model_from_proto
+    from converter.to_onnx import model_to_proto
+    from dsl.collection_pause import collection_paused
+
+    protos = [_model_proto(model, source) for model, source in models]
+    version = max(_onnx_opset(proto) for proto, _ in protos)
+    aligned = [
+        (_convert_opset(proto, version, source) if _onnx_opset(proto) < version else proto, source)
+        for proto, source in protos
+    ]
+    with collection_paused():  # reading, the passes and the writer build many small objects
+        return model_to_proto(combine(*(model_from_proto(proto, source=source) for proto, source in aligned)))
 
 
 def _model_proto(model: Any, source: str) -> tuple[Any, str]:
@@ -195,7 +255,8 @@ def _model_proto(model: Any, source: str) -> tuple[Any, str]:
     if isinstance(model, onnx.ModelProto):
         return model, source
     raise ModelLoadError(
-        f"merge takes ModelProtos or paths, not {type(model).__name__}", hint="pass onnx.load(path) or the path"
+        f"merge, split, join and cut take ModelProtos or paths, not {type(model).__name__}",
+        hint="pass onnx.load(path) or the path",
     )
 
 
@@ -241,25 +302,17 @@ def cut(
     >>> part = converter.cut("resnet50.onnx", outputs=["r173"])      # doctest: +SKIP
     >>> head = converter.cut("resnet50.onnx", last_layers=-3)         # doctest: +SKIP
     """
-    import onnx
-
-    from converter.from_onnx import model_from_proto, read_model_proto
+    from converter.from_onnx import model_from_proto
     from converter.to_onnx import model_to_proto
-    from dsl.errors import ModelLoadError
+    from dsl.collection_pause import collection_paused
     from dsl.passes.cut import cut_model
 
-    if isinstance(model, (str, os.PathLike)):
-        proto, source = read_model_proto(model), os.fspath(model)
-    elif isinstance(model, onnx.ModelProto):
-        proto, source = model, "<model>"
-    else:
-        raise ModelLoadError(
-            f"cut takes a ModelProto or a path, not {type(model).__name__}", hint="pass onnx.load(path) or the path"
-        )
+    proto, source = _model_proto(model, "<model>")
     if inputs is not None:  # a value made an input needs its type, which files often leave to inference
         proto = _with_inferred_types(proto)
-    part = cut_model(model_from_proto(proto, source=source), outputs, inputs, last_layers)
-    return model_to_proto(part)
+    with collection_paused():  # the cut copies every kept node and value
+        part = cut_model(model_from_proto(proto, source=source), outputs, inputs, last_layers)
+        return model_to_proto(part)
 
 
 def _with_inferred_types(proto: Any) -> Any:

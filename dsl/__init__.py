@@ -37,6 +37,7 @@ from dsl.errors import (
 
 if TYPE_CHECKING:
     from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
+    from dsl.loaded_model import LoadedModel, load
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
     from dsl.op_signatures import opset as opset
     from dsl.opsets import Op, Opset
@@ -91,13 +92,15 @@ _LAZY: dict[str, str] = {
     "load_weights": "dsl.frontend.weights",
     "sparse_initializer": "dsl.frontend.weights",
     "sparse_tensor": "dsl.frontend.weights",
+    "load": "dsl.loaded_model",
+    "LoadedModel": "dsl.loaded_model",
 }
 # Element types and the Optional/Sequence annotations come from dsl.types.
 _LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", *_ELEMENT_TYPES))
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "Op", "Opset",
-    "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor",
+    "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
     "BFLOAT16", "BOOL", "COMPLEX64", "COMPLEX128", "DOUBLE", "FLOAT", "FLOAT4E2M1",
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",

@@ -210,3 +210,15 @@ def test_compile_speed_bench_runs() -> None:
     assert any(r.startswith("| to_model_proto, 50 statements (µs/node) | ") for r in rows)
     assert any(r.startswith("| import dsl (ms, ratio to onnx) | ") for r in rows)
     assert "n/a" not in next(r for r in rows if r.startswith("| compile layer_norm")).split("|")[2]
+
+
+def test_compose_speed_bench_runs() -> None:
+    """A smoke run of the composition benchmark at toy sizes."""
+    result = subprocess.run(
+        [sys.executable, "bench/compose_speed.py", "--sizes", "30", "60", "--repeats", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert any(r.startswith("| 30 | ") for r in rows) and any(r.startswith("| 60 | ") for r in rows)
+    assert "nan" not in result.stdout

@@ -1,5 +1,6 @@
 """Calls: ``op.X(...)`` becomes a node, ``other_script(...)`` a call of a model-local
-function, and a plain Python callable on constants is evaluated at compile time.
+function, ``loaded_model(...)`` (``dsl.load``) the model's graph inlined, and a plain
+Python callable on constants is evaluated at compile time.
 
 Positional arguments are inputs and keyword arguments attributes, as in onnxscript.  A
 literal input adopts the element type of another input sharing its schema type
@@ -15,7 +16,8 @@ from dsl import ir
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
-from dsl.frontend.scripted import Scripted, ScriptedGraph
+from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
+from dsl.frontend.weights import initializer_operand
 from dsl.opsets import Op, python_to_attr
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
@@ -59,6 +61,8 @@ class CallCompiler(_CompilerBase):
                 return self.call_op(target, node, output_count)
             if isinstance(target, Scripted):
                 return self.call_script(target, node, output_count)
+            if isinstance(target, Loaded):
+                return self.call_loaded(target, node, output_count)
             if isinstance(target, ScriptedGraph):
                 raise DslTypeError(f"the @graph function {target.name!r} cannot be called",
                                    self.loc(node), hint="pass it as a graph attribute: body=..., then_branch=...")
@@ -242,6 +246,50 @@ class CallCompiler(_CompilerBase):
             return python_to_attr(param.name, operand.value, param.kind, location)
         except DslError as err:
             raise err.with_location(location) from None
+
+    # ---------------------------------------------------------- loaded models
+    def call_loaded(self, target: Loaded, node: ast.Call, output_count: int | None) -> Any:
+        """A model from ``dsl.load``: a call to inline (its names prefixed per call site,
+        ``net_0_``, ``net_1_``), reading its weights as initializers of the outermost graph."""
+        location = self.loc(node)
+        if node.keywords:
+            raise OpCallError(f"the loaded model {target.name} takes its inputs by position",
+                              self.loc(node.keywords[0]), hint="drop the keyword: net(x)")
+        operands = [self.expr(argument) for argument in node.args]  # inner calls first: net(net(x)) is net_1_(net_0_)
+        counts: dict[int, int] = self.__dict__.setdefault("_loaded_calls", {})
+        index = counts[id(target)] = counts.get(id(target), -1) + 1
+        try:
+            call = target.call_function(self.ctx.default_opset.version, f"{target.name}_{index}_")
+        except DslError as err:
+            raise err.with_location(location) from None
+        formals = call.inputs
+        if len(node.args) != len(formals):
+            raise OpCallError(f"the loaded model {target.name} takes {len(formals)} input(s), got {len(node.args)}",
+                              location, hint=f"its inputs are ({', '.join(v.name for v in formals)})")
+        inputs: list[ir.Value | None] = []
+        for formal, operand, argument in zip(formals, operands, node.args):
+            want = formal.type.elem_type if isinstance(formal.type, ir.TensorType) else None
+            value = self.as_value(operand, argument, elem=want)
+            have = self.ctx.elem(value)
+            if want is not None and have is not None and want != have:
+                raise DslTypeError(
+                    f"input {formal.name!r} of the loaded model {target.name} is {ir.element_type_name(want)}, "
+                    f"but this is {ir.element_type_name(have)}", self.loc(argument),
+                    hint=f"cast it to {ir.element_type_name(want)} first (op.Cast), or load a model of that type")
+            inputs.append(value)
+        inputs.extend(initializer_operand(self, weight) for weight in call.weights)
+        callee = call.function
+        count = len(callee.outputs)
+        if output_count is not None and output_count != count:
+            raise OpCallError(f"the loaded model {target.name} returns {count} value(s), but {output_count} are bound",
+                              location, hint="bind as many names as the model has outputs")
+        elems = [o.type.elem_type if isinstance(o.type, ir.TensorType) else None for o in callee.outputs]
+        outputs = self.builder.add_node(callee.name, callee.domain, inputs, {}, count, location, elems,
+                                        callee=callee)
+        self.inline_callees.append(callee)
+        if output_count is None and count == 1:
+            return outputs[0]
+        return ValueTuple(tuple(outputs))
 
     # ---------------------------------------------------------- python calls
     def call_python(self, target: Any, node: ast.Call) -> PyValue:

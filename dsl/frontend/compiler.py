@@ -31,7 +31,7 @@ from dsl.frontend.expressions import ExpressionCompiler
 from dsl.frontend.opset_choice import referenced_opsets
 from dsl.frontend.origin import MISSING, Origin
 from dsl.frontend.scope import Scope
-from dsl.frontend.scripted import CompiledFunction, Finish, Scripted
+from dsl.frontend.scripted import CompiledFunction, Finish, Loaded, Scripted
 from dsl.frontend.signature import Parameter, read_signature
 from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
@@ -141,7 +141,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             return pinned
         if onnx_use is not None:
             return get_opset("", onnx_use)
-        for callee in callees:  # no op of its own: follow the functions it calls
+        for callee in callees:  # no op of its own: follow the functions and models it calls
+            if isinstance(callee, Loaded):
+                return get_opset("", callee.opset_version)
             if not self.is_compiling(callee):
                 version = self.compiled_callee(callee).opset_imports.get("")
                 if version is not None:

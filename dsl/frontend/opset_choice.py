@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dsl.errors import DslTypeError
-from dsl.frontend.scripted import Scripted
+from dsl.frontend.scripted import Loaded, Scripted
 from dsl.opsets import OPSET_NAME, Op, Opset
 
 __all__ = ["referenced_opsets"]
@@ -31,15 +31,15 @@ def _code_objects(code: pytypes.CodeType) -> Iterator[pytypes.CodeType]:
 
 def referenced_opsets(
     code: pytypes.CodeType, tree: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[str], Any], locate: Callable[[Any], Any]
-) -> tuple[dict[str, int], list[Scripted]]:
-    """Domain -> version of the opsets the function names, and the scripted functions it
-    names (whose opset decides when the function calls no op itself)."""
+) -> tuple[dict[str, int], list[Scripted | Loaded]]:
+    """Domain -> version of the opsets the function names, and the scripted functions and
+    loaded models it names (whose opset decides when the function calls no op itself)."""
     names: dict[str, None] = {}
     for nested in _code_objects(code):
         names.update(dict.fromkeys(nested.co_names))
         names.update(dict.fromkeys(nested.co_freevars))
     opsets: list[Opset] = []
-    callees: list[Scripted] = []
+    callees: list[Scripted | Loaded] = []
     modules: list[Any] = []
     for name in names:
         target = resolve(name)
@@ -47,7 +47,7 @@ def referenced_opsets(
             target = target.opset
         if isinstance(target, Opset):
             opsets.append(target)
-        elif isinstance(target, Scripted):
+        elif isinstance(target, (Scripted, Loaded)):
             callees.append(target)
         elif isinstance(target, pytypes.ModuleType):
             modules.append(target)

@@ -10,7 +10,10 @@ that defines them (:mod:`dsl.script_function`, which implements them):
   first: the facade's ``.function`` or a caller's nested compile);
 - :class:`ScriptedGraph`: a module-level ``@graph()`` function, compiled into a graph
   attribute where it is passed;
-- :class:`GraphDecorator`: ``graph`` itself, so that a nested ``@graph()`` def is known.
+- :class:`GraphDecorator`: ``graph`` itself, so that a nested ``@graph()`` def is known;
+- :class:`Loaded`: a whole model loaded with ``dsl.load``, inlined where it is called
+  (the facade :mod:`dsl.loaded_model` implements it: reading and converting ONNX is no
+  front end's business).
 
 What the front end produces is a :class:`CompiledFunction`: the IR plus the passes it
 asks for.  The caller's ``finish`` runs them (the front end imports no pass), and the
@@ -32,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from dsl import ir
 
 if TYPE_CHECKING:
+    from dsl.frontend.weights import Initializer
     from dsl.opsets import Opset
 
-__all__ = ["Scripted", "ScriptedGraph", "GraphDecorator", "CompiledFunction", "Finish"]
+__all__ = ["Scripted", "ScriptedGraph", "GraphDecorator", "Loaded", "LoadedCall", "CompiledFunction", "Finish"]
 
 
 class Scripted(ABC):
@@ -72,6 +76,46 @@ class GraphDecorator(ABC):
 
     @abstractmethod
     def __call__(self) -> Callable[[Callable[..., Any]], ScriptedGraph]: ...
+
+
+@dataclass(slots=True)
+class LoadedCall:
+    """One call of a loaded model: its graph as a function to inline, and its weights.
+
+    ``function``'s inputs are the model's inputs followed by one input per weight (in the
+    order of ``weights``); the caller passes its initializers for those, so a model called
+    twice stores its weights once.
+    """
+
+    function: ir.Function
+    weights: list[Initializer]
+
+    @property
+    def inputs(self) -> list[ir.Value]:
+        """The model's own inputs (the arguments of a call)."""
+        return self.function.inputs[: len(self.function.inputs) - len(self.weights)]
+
+
+class Loaded(ABC):
+    """A model loaded with ``dsl.load``: called in a scripted body, its graph is inlined.
+
+    >>> net = dsl.load("net.onnx")        # a LoadedModel   # doctest: +SKIP
+    >>> isinstance(net, Loaded)                               # doctest: +SKIP
+    True
+    """
+
+    name: str
+
+    @property
+    @abstractmethod
+    def opset_version(self) -> int:
+        """The ai.onnx opset the model imports (a caller that uses no op of its own takes it)."""
+
+    @abstractmethod
+    def call_function(self, opset_version: int, prefix: str) -> LoadedCall:
+        """The model converted to ai.onnx ``opset_version``, as a fresh function whose
+        value and node names start with ``prefix``; its weights are the same objects at
+        every call (a DslError says why the model cannot be converted)."""
 
 
 @dataclass(slots=True)

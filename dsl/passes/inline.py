@@ -21,7 +21,7 @@ from dsl.errors import ConversionError, DslError
 from dsl.opsets import get_opset
 from dsl.passes.protocol import PassResult, T
 
-__all__ = ["InlinePass", "inline_calls", "Selection"]
+__all__ = ["InlinePass", "inline_calls", "copy_graph", "Selection"]
 
 # Which callees to inline: None (all), a predicate on the callee, or the callees themselves.
 Selection = Union[None, Callable[[ir.Function], bool], Collection[ir.Function]]
@@ -55,6 +55,16 @@ def inline_calls(function: ir.Function, only: Selection = None) -> ir.Function:
     >>> some = inline_calls(f.function, only=[helper.function])  # doctest: +SKIP
     """
     return InlinePass(only)(function).target
+
+
+def copy_graph(graph: ir.Graph) -> ir.Graph:
+    """A copy of ``graph`` and its subgraphs: new Values and Nodes with the same names, whose
+    calls point at the same callees (nothing is inlined).
+
+    >>> fresh = copy_graph(model.graph)            # doctest: +SKIP
+    """
+    copier = _Inliner(ir.Function(graph.name, graph), lambda callee: False, {})
+    return copier.copy_graph(graph, {}, None, keep_names=True)
 
 
 def _selector(only: Selection) -> Callable[[ir.Function], bool]:
@@ -162,7 +172,9 @@ class _Inliner:
     ) -> ir.Graph:
         new = ir.Graph(graph.name, doc_string=graph.doc_string, location=graph.location)
         new.inputs = [self.copy_value(v, mapping, keep_names) for v in graph.inputs]
-        new.initializers = [self.copy_value(v, mapping, keep_names) for v in graph.initializers]
+        # an input that is also an initializer (IR < 4) is one value, copied once
+        new.initializers = [mapping[v] if v in mapping else self.copy_value(v, mapping, keep_names)
+                            for v in graph.initializers]
         new.sparse_initializers = dict(graph.sparse_initializers)
         for node in graph.nodes:
             self.copy_node(node, new.nodes, mapping, attr_values, keep_names)

@@ -35,14 +35,14 @@ The pass works in place on both models (the result reuses their graphs' objects)
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from dsl import ir
 from dsl.errors import ConversionError, DslError, DslNameError, DslTypeError
 from dsl.passes.prefix import PrefixPass, graph_node_names, graph_values, model_functions, same_function
 from dsl.passes.protocol import PassResult
 
-__all__ = ["MergePass", "merge_models", "IoMap"]
+__all__ = ["MergePass", "merge_models", "split_models", "join_models", "IoMap"]
 
 IoMap = Sequence[tuple[str, str]]
 
@@ -73,8 +73,12 @@ def merge_models(
     *,
     prefix1: str | None = None,
     prefix2: str | None = None,
+    keep_outputs: Collection[str] = (),
 ) -> ir.Model:
     """One model computing ``first`` and then ``second``, wired by ``io_map`` (in place; see the module).
+
+    ``keep_outputs`` names outputs of the first model that stay outputs of the result
+    even though the map consumes them (:func:`split_models` feeds them on to a third model).
 
     >>> merged = merge_models(preprocess, classifier, io_map=[("image", "data_0")])   # doctest: +SKIP
     >>> [v.name for v in merged.graph.outputs]                                         # doctest: +SKIP
@@ -86,19 +90,77 @@ def merge_models(
             hint="read the model twice (converter.merge does) to chain two copies of it",
         )
     pairs = _resolve(first, second, list(io_map))
+    kept = {id(v) for v in first.graph.outputs if v.name in set(keep_outputs)}
     _check_opsets(first, second)
     if prefix1:
         PrefixPass(prefix1)(first)
+    first_functions = model_functions(first)
     PrefixPass(
         prefix2,
         taken_values={v.name for v in graph_values(first.graph)} | set(first.graph.sparse_initializers),
         taken_nodes=graph_node_names(first.graph),
-        taken_functions=model_functions(first),
+        taken_functions=first_functions,
     )(second)
-    for output, input_ in pairs:
-        _replace_value(second.graph, input_, output)
-    functions = _merge_functions(first, second)
-    return _assemble(first, second, pairs, functions)
+    _replace_values(second.graph, {id(input_): output for output, input_ in pairs})
+    functions = _merge_functions(first_functions, second)
+    return _assemble(first, second, pairs, functions, kept)
+
+
+def split_models(parent: ir.Model, left: ir.Model, right: ir.Model, left_map: IoMap, right_map: IoMap) -> ir.Model:
+    """One model where ``parent``'s outputs feed two children (sclblonnx's ``split``; in place).
+
+    ``left_map``/``right_map`` pair an output of ``parent`` with an input of ``left`` /
+    ``right``; an output may feed both.  The result is ``merge_models(parent, left,
+    left_map)`` followed by ``right`` merged with ``right_map``: its inputs are the
+    parent's, then the children's the maps leave open; its outputs the parent's that
+    neither map consumes, then the left's, then the right's.
+
+    >>> both = split_models(backbone, head_a, head_b, [("h", "x")], [("h", "x")])   # doctest: +SKIP
+    """
+    _check_distinct(parent, left, right)
+    _resolve(parent, left, list(left_map))
+    _resolve(parent, right, list(right_map))
+    shared = {out for out, _ in right_map}
+    middle = merge_models(parent, left, left_map, keep_outputs=shared)
+    return merge_models(middle, right, right_map)
+
+
+def join_models(left: ir.Model, right: ir.Model, child: ir.Model, left_map: IoMap, right_map: IoMap) -> ir.Model:
+    """One model where the outputs of two parents feed ``child`` (sclblonnx's ``join``; in place).
+
+    ``left_map``/``right_map`` pair an output of ``left`` / ``right`` with an input of
+    ``child``.  The parents are put side by side (names of ``right`` that clash are
+    renamed, the maps follow), then ``child`` is merged after them with both maps: the
+    result's inputs are the left's, the right's, then the child's left open; its outputs
+    the parents' that no map consumes, then the child's.
+
+    >>> model = join_models(image_net, text_net, fusion, [("img", "a")], [("txt", "b")])   # doctest: +SKIP
+    """
+    _check_distinct(left, right, child)
+    left_pairs = _resolve(left, child, list(left_map))
+    right_pairs = _resolve(right, child, list(right_map))
+    both = left_pairs + right_pairs
+    for index, (output, input_) in enumerate(both):
+        for earlier, earlier_input in both[:index]:
+            if earlier_input is input_:
+                raise DslNameError(
+                    f"the maps feed the child's input {input_.name!r} twice "
+                    f"(from {earlier.name!r} and {output.name!r})",
+                    hint="an input takes one value: keep one of the two entries",
+                )
+    side = merge_models(left, right)
+    # ``right``'s outputs may have been renamed apart from ``left``'s: map by the Value, not the old name.
+    io_map = [(output.name, input_.name) for output, input_ in both]
+    return merge_models(side, child, io_map)
+
+
+def _check_distinct(*models: ir.Model) -> None:
+    graphs = [id(m.graph) for m in models]
+    if len(set(graphs)) != len(graphs):
+        raise DslError(
+            "the same model is passed twice: each part must be a model of its own",
+            hint="read the model once per use (converter.split and converter.join do)",
+        )
 
 
 # ------------------------------------------------------------------------------ checks
@@ -181,20 +243,25 @@ def _default_version(model: ir.Model) -> int | None:
 # ------------------------------------------------------------------------------ wiring
 
 
-def _replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
-    """Every read of ``old`` in ``graph`` and its subgraphs reads ``new`` instead."""
-    graphs = [graph] + [sub for node, _ in ir.walk(graph) for sub in ir.subgraphs(node)]
+def _replace_values(graph: ir.Graph, replacements: dict[int, ir.Value]) -> None:
+    """Every read of a value whose id is a key in ``graph`` and its subgraphs reads its replacement."""
+    if not replacements:
+        return
+    graphs = [graph]
     for node, _ in ir.walk(graph):
-        node.inputs = [new if v is old else v for v in node.inputs]
+        # One walk over every node; a list is rebuilt only where it holds a replaced value.
+        if not replacements.keys().isdisjoint(map(id, node.inputs)):  # (id(None) is no key)
+            node.inputs = [replacements.get(id(v), v) for v in node.inputs]
+        if node.attributes:
+            graphs.extend(ir.subgraphs(node))
     for current in graphs:
-        current.outputs = [new if v is old else v for v in current.outputs]
-        current.value_info = [v for v in current.value_info if v is not old]
+        current.outputs = [replacements.get(id(v), v) for v in current.outputs]
+        current.value_info = [v for v in current.value_info if id(v) not in replacements]
 
 
-def _merge_functions(first: ir.Model, second: ir.Model) -> list[ir.Function]:
-    """The first's functions, then the second's that are not the same as one of the first's
-    (calls of a shared one are redirected to the first's copy)."""
-    ours = model_functions(first)
+def _merge_functions(ours: list[ir.Function], second: ir.Model) -> list[ir.Function]:
+    """The first's functions (``ours``), then the second's that are not the same as one of
+    the first's (calls of a shared one are redirected to the first's copy)."""
     by_key = {(f.domain, f.name, f.overload): f for f in ours}
     theirs = model_functions(second)
     shared: dict[int, ir.Function] = {}
@@ -211,11 +278,15 @@ def _merge_functions(first: ir.Model, second: ir.Model) -> list[ir.Function]:
 
 
 def _assemble(
-    first: ir.Model, second: ir.Model, pairs: list[tuple[ir.Value, ir.Value]], functions: list[ir.Function]
+    first: ir.Model,
+    second: ir.Model,
+    pairs: list[tuple[ir.Value, ir.Value]],
+    functions: list[ir.Function],
+    kept: set[int],
 ) -> ir.Model:
     one, two = first.graph, second.graph
     replaced = {id(input_) for _, input_ in pairs}
-    consumed = {id(output) for output, _ in pairs}
+    consumed = {id(output) for output, _ in pairs} - kept
     graph = ir.Graph(
         name=one.name or two.name,
         inputs=one.inputs + [v for v in two.inputs if id(v) not in replaced],

@@ -26,7 +26,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection
 from typing import Any
 
 from dsl import ir
@@ -74,22 +74,21 @@ class PrefixPass:
 
 def graph_values(graph: ir.Graph) -> list[ir.Value]:
     """Every value defined or read in ``graph`` and its subgraphs, each once, in a stable order."""
-    found: dict[int, ir.Value] = {}
-
-    def add(values: Iterable[ir.Value | None]) -> None:
-        for value in values:
-            if value is not None:
-                found.setdefault(id(value), value)
-
-    for current in _graphs(graph):
-        add(current.inputs)
-        add(current.initializers)
-    for node, _ in ir.walk(graph):
-        add(node.inputs)
-        add(node.outputs)
-    for current in _graphs(graph):
-        add(current.outputs)
-        add(current.value_info)
+    found: dict[int, ir.Value] = {}  # (re-setting a key keeps its first position)
+    nodes = [node for node, _ in ir.walk(graph)]
+    graphs = [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)]
+    for current in graphs:
+        for value in current.inputs + current.initializers:
+            found[id(value)] = value
+    for node in nodes:
+        for read in node.inputs:
+            if read is not None:
+                found[id(read)] = read
+        for value in node.outputs:
+            found[id(value)] = value
+    for current in graphs:
+        for value in current.outputs + current.value_info:
+            found[id(value)] = value
     return list(found.values())
 
 
@@ -98,29 +97,22 @@ def graph_node_names(graph: ir.Graph) -> set[str]:
     return {node.name for node, _ in ir.walk(graph) if node.name}
 
 
-def _graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
-    yield graph
-    for node, _ in ir.walk(graph):
-        yield from ir.subgraphs(node)
-
-
 def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
     """One name per entry: prefixed, kept where free, else the first free ``name_N``.
 
     Empty names (omitted optional outputs, unnamed nodes) stay empty.  A fresh name also
     avoids every name the model itself keeps, so ``h`` does not become an existing ``h_1``.
     """
-    wanted = [prefix + name if name else "" for name in names]
+    wanted = [prefix + name if name else "" for name in names] if prefix else list(names)
     used = set(taken)
-    result: list[str] = []
     clashing: list[int] = []
     for index, name in enumerate(wanted):
-        if name and name in used:
-            clashing.append(index)
-            result.append(name)
+        if name in used:
+            if name:
+                clashing.append(index)
         else:
             used.add(name)
-            result.append(name)
+    result = list(wanted)
     for index in clashing:
         base, suffix = wanted[index], 1
         while f"{base}_{suffix}" in used:
