@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import dsl
 from dsl import FLOAT, INT64, DslError, DslTypeError, OpCallError, script
 from dsl import opset18 as op
+from tests.roundtrip import runnable
 
 RNG = np.random.default_rng(0)
 WEIGHT = RNG.standard_normal((4, 4)).astype(np.float32)
@@ -34,7 +35,7 @@ def dense_model(opset: int = 18) -> onnx.ModelProto:
 
 
 def ort_run(model: onnx.ModelProto, *arrays: np.ndarray) -> list[np.ndarray]:
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(runnable(model).SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {i.name: a for i, a in zip(session.get_inputs(), arrays)})
 
 
