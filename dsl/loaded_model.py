@@ -165,8 +165,10 @@ class LoadedModel(Loaded):
             if self._session is None:
                 import onnxruntime
 
+                from dsl.onnxruntime_limits import loadable
+
                 self._session = onnxruntime.InferenceSession(
-                    _runnable(self.proto).SerializeToString(), providers=["CPUExecutionProvider"]
+                    loadable(self.proto).SerializeToString(), providers=["CPUExecutionProvider"]
                 )
             return self._session
 
@@ -200,21 +202,6 @@ class LoadedModel(Loaded):
 
     def __repr__(self) -> str:
         return f"<LoadedModel {self.name} from {self.source} (ai.onnx {self.opset_version})>"
-
-
-def _runnable(proto: onnx.ModelProto) -> onnx.ModelProto:
-    # onnx stamps its newest IR version on every model it makes; an older onnxruntime refuses
-    # that number although the model uses nothing of it, so it is lowered to what loads.
-    from dsl.onnxruntime_limits import max_ir_version
-
-    if proto.ir_version <= max_ir_version():
-        return proto
-    import onnx
-
-    lowered = onnx.ModelProto()
-    lowered.CopyFrom(proto)
-    lowered.ir_version = max_ir_version()
-    return lowered
 
 
 def load(path_or_model: str | os.PathLike[str] | onnx.ModelProto, name: str | None = None) -> LoadedModel:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 from importlib import metadata
+from typing import Any
 
-__all__ = ["max_opset", "max_ir_version", "onnxruntime_version"]
+__all__ = ["max_opset", "max_ir_version", "onnxruntime_version", "loadable"]
 
 # onnxruntime (major, minor) -> (newest ai.onnx opset it loads, newest IR version it loads),
 # measured by loading a one-node model at each opset and IR version.
@@ -84,3 +85,18 @@ def max_opset() -> int:
 def max_ir_version() -> int:
     """The newest IR version that both onnx and the installed onnxruntime accept."""
     return _limits()[1]
+
+
+def loadable(model: Any) -> Any:
+    """``model`` (a ModelProto) with its IR version lowered to what the installed
+    onnxruntime loads, or ``model`` itself when it already loads.
+
+    onnx stamps its newest IR version on every model it makes, and an older onnxruntime
+    refuses that number even when the model uses nothing of it.
+    """
+    if model.ir_version <= max_ir_version():
+        return model
+    lowered = type(model)()
+    lowered.CopyFrom(model)
+    lowered.ir_version = max_ir_version()
+    return lowered

@@ -17,7 +17,7 @@ import onnxruntime
 
 import converter
 from converter.script_module import load_script_function, model_options
-from dsl.onnxruntime_limits import max_ir_version
+from dsl.onnxruntime_limits import loadable
 
 
 def round_trip(model: onnx.ModelProto, folder: str, name: str = "model") -> tuple[str, onnx.ModelProto]:
@@ -35,12 +35,7 @@ def round_trip(model: onnx.ModelProto, folder: str, name: str = "model") -> tupl
 
 def runnable(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with its IR version lowered to what the installed onnxruntime loads."""
-    if model.ir_version <= max_ir_version():
-        return model
-    lowered = onnx.ModelProto()
-    lowered.CopyFrom(model)
-    lowered.ir_version = max_ir_version()
-    return lowered
+    return loadable(model)
 
 
 def run(model: onnx.ModelProto, inputs: list[Any]) -> list[Any]:

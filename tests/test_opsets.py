@@ -65,6 +65,23 @@ def test_ir_version_is_the_newest_onnxruntime_loads() -> None:
         assert not loads(max_ir_version() + 1)
 
 
+def test_loadable_lowers_only_an_ir_version_onnxruntime_refuses() -> None:
+    from dsl.onnxruntime_limits import loadable, max_ir_version
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", 1, [1])], [onnx.helper.make_tensor_value_info("y", 1, [1])],
+    )
+    newest = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=onnx.IR_VERSION)
+    lowered = loadable(newest)
+    assert lowered.ir_version == min(onnx.IR_VERSION, max_ir_version())
+    assert newest.ir_version == onnx.IR_VERSION  # the caller's model is left alone
+    session = onnxruntime.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.array([-1.0], np.float32)})[0].tolist() == [0.0]
+    old = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8)
+    assert loadable(old) is old
+
+
 def test_version_beyond_onnx_is_refused() -> None:
     with pytest.raises(AttributeError, match="up to version"):
         opsets.__getattr__(f"opset{onnx.defs.onnx_opset_version() + 1}")
