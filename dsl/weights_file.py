@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from dsl.errors import ModelLoadError
 from dsl.file_writing import overwritten
 
 __all__ = ["DTYPES_KEY", "WeightsFileError", "read_weights_file", "write_weights_file", "write_npz"]
@@ -47,8 +48,13 @@ __all__ = ["DTYPES_KEY", "WeightsFileError", "read_weights_file", "write_weights
 DTYPES_KEY = "__dtypes__"
 
 
-class WeightsFileError(ValueError):
-    """A weights file that is damaged, or holds something other than plain arrays."""
+class WeightsFileError(ModelLoadError, ValueError):
+    """A weights file that is damaged, or holds something other than plain arrays.
+
+    A DslError like every user-facing mistake, and a ValueError as numpy's own refusals
+    were before this reader existed."""
+
+    default_hint = "write the file again with the project's weights writer (numpy.savez of plain arrays)"
 
 
 # ---------------------------------------------------------------------------- reading

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from dsl.errors import DslError
 from dsl.weights_file import DTYPES_KEY, WeightsFileError, read_weights_file, write_weights_file
 
 
@@ -107,3 +108,11 @@ def test_damaged_archives_are_one_error_and_missing_files_another(tmp_path: Path
         read_weights_file(_archive(tmp_path / "magic.npz", {"w.npy": b"hello world"}))
     with pytest.raises(FileNotFoundError):
         read_weights_file(tmp_path / "missing.npz")
+
+
+def test_a_damaged_file_is_a_dsl_error_with_a_hint_and_still_a_value_error(tmp_path: Path) -> None:
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(DslError) as caught:
+        read_weights_file(tmp_path / "junk.npz")
+    assert isinstance(caught.value, ValueError)
+    assert "junk.npz" in str(caught.value) and "hint:" in str(caught.value)
