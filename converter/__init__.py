@@ -230,13 +230,15 @@ def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
     """``combine`` run on the models (ModelProtos or paths, each with the name errors give
     it) read into IR, the older ones converted up to the newest ai.onnx opset first."""
     from converter.from_onnx import model_from_proto
+    from converter.opset_conversion import convert_opset, onnx_opset
     from converter.to_onnx import model_to_proto
     from dsl.collection_pause import collection_paused
 
     protos = [_model_proto(model, source) for model, source in models]
-    version = max(_onnx_opset(proto) for proto, _ in protos)
+    version = max(onnx_opset(proto) for proto, _ in protos)
+    hint = "convert or rewrite that op by hand, then merge"
     aligned = [
-        (_convert_opset(proto, version, source) if _onnx_opset(proto) < version else proto, source)
+        (convert_opset(proto, version, source, hint=hint) if onnx_opset(proto) < version else proto, source)
         for proto, source in protos
     ]
     with collection_paused():  # reading, the passes and the writer build many small objects
@@ -258,28 +260,6 @@ def _model_proto(model: Any, source: str) -> tuple[Any, str]:
         f"merge, split, join and cut take ModelProtos or paths, not {type(model).__name__}",
         hint="pass onnx.load(path) or the path",
     )
-
-
-def _onnx_opset(proto: Any) -> int:
-    return max((int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
-
-
-def _convert_opset(proto: Any, version: int, source: str) -> Any:
-    """``proto`` converted to ai.onnx ``version``; a failure names the op it stopped at."""
-    import onnx.version_converter
-
-    from dsl.errors import ConversionError
-
-    try:
-        return onnx.version_converter.convert_version(proto, version)
-    except Exception as error:  # the converter raises RuntimeError/ValueError and C++ errors alike
-        text = str(error)
-        ops = sorted({n.op_type for n in proto.graph.node if n.op_type and n.op_type in text})
-        which = f"the op {', '.join(ops)}" if ops else "an op"
-        raise ConversionError(
-            f"{source}: cannot convert from ai.onnx opset {_onnx_opset(proto)} to {version}: {which} failed ({text})",
-            hint="convert or rewrite that op by hand, then merge",
-        ) from None
 
 
 def cut(

@@ -65,7 +65,9 @@ class LoadedModel(Loaded):
     @property
     def opset_version(self) -> int:
         """The ai.onnx opset the model imports."""
-        return next((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), 1)
+        from converter.opset_conversion import onnx_opset
+
+        return onnx_opset(self.proto) or 1
 
     def ir_model(self, opset_version: int | None = None) -> ir.Model:
         """The model as IR, converted to ai.onnx ``opset_version`` (default: its own); kept."""
@@ -110,20 +112,10 @@ class LoadedModel(Loaded):
         return copy
 
     def _convert(self, proto: onnx.ModelProto, version: int, what: str) -> onnx.ModelProto:
-        """``proto`` converted to ai.onnx ``version``; a failure names the op it stopped at."""
-        import onnx.version_converter
+        from converter.opset_conversion import convert_opset
 
-        try:
-            return onnx.version_converter.convert_version(proto, version)
-        except Exception as error:  # RuntimeError, ValueError and C++ errors alike
-            text = str(error)
-            ops = sorted({n.op_type for n in proto.graph.node if n.op_type and n.op_type in text})
-            which = f"the op {', '.join(ops)}" if ops else "an op"
-            raise ConversionError(
-                f"{self.source}: cannot convert {what} from ai.onnx opset {self.opset_version} to "
-                f"{version}: {which} failed ({text})",
-                hint=f"script the caller with opset{self.opset_version}, or convert the model by hand",
-            ) from None
+        return convert_opset(proto, version, self.source, what=what,
+                             hint=f"script the caller with opset{self.opset_version}, or convert the model by hand")
 
     def weights(self, opset_version: int) -> list[Initializer]:
         """The model's initializers at ``opset_version``, one Initializer object each (kept)."""

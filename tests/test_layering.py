@@ -56,6 +56,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.frontend": (2, "front end"),
     "dsl.markup": (2, "front end"),
     "converter.from_onnx": (2, "front end"),
+    "converter.opset_conversion": (2, "front end"),
     "dsl.passes": (2, "pass"),
     "converter.to_onnx": (2, "back end"),
     "converter.onnx_encoding": (2, "back end"),

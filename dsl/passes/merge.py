@@ -140,14 +140,9 @@ def join_models(left: ir.Model, right: ir.Model, child: ir.Model, left_map: IoMa
     left_pairs = _resolve(left, child, list(left_map))
     right_pairs = _resolve(right, child, list(right_map))
     both = left_pairs + right_pairs
-    for index, (output, input_) in enumerate(both):
-        for earlier, earlier_input in both[:index]:
-            if earlier_input is input_:
-                raise DslNameError(
-                    f"the maps feed the child's input {input_.name!r} twice "
-                    f"(from {earlier.name!r} and {output.name!r})",
-                    hint="an input takes one value: keep one of the two entries",
-                )
+    fed: dict[int, ir.Value] = {}
+    for output, input_ in both:
+        _feed_once(fed, output, input_, "the maps feed the child's")
     side = merge_models(left, right)
     # ``right``'s outputs may have been renamed apart from ``left``'s: map by the Value, not the old name.
     io_map = [(output.name, input_.name) for output, input_ in both]
@@ -170,22 +165,29 @@ def _resolve(first: ir.Model, second: ir.Model, io_map: list[tuple[str, str]]) -
     outputs = {v.name: v for v in first.graph.outputs}
     inputs = {v.name: v for v in second.graph.inputs}
     pairs: list[tuple[ir.Value, ir.Value]] = []
-    mapped: dict[str, str] = {}
+    fed: dict[int, ir.Value] = {}
     for entry in io_map:
         if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
             raise DslTypeError(f"io_map entry {entry!r} is not a pair (first_output, second_input)")
         out_name, in_name = entry
         output = _lookup(out_name, outputs, "an output of the first model")
         input_ = _lookup(in_name, inputs, "an input of the second model")
-        if in_name in mapped:
-            raise DslNameError(
-                f"io_map feeds the second model's input {in_name!r} twice (from {mapped[in_name]!r} and {out_name!r})",
-                hint="an input takes one value: keep one of the two entries",
-            )
-        mapped[in_name] = out_name
+        _feed_once(fed, output, input_, "io_map feeds the second model's")
         _check_types(output, input_)
         pairs.append((output, input_))
     return pairs
+
+
+def _feed_once(fed: dict[int, ir.Value], output: ir.Value, input_: ir.Value, what: str) -> None:
+    """Record that ``output`` feeds ``input_`` (``fed`` maps inputs to what feeds them); a
+    second feed of the same input is refused."""
+    earlier = fed.get(id(input_))
+    if earlier is not None:
+        raise DslNameError(
+            f"{what} input {input_.name!r} twice (from {earlier.name!r} and {output.name!r})",
+            hint="an input takes one value: keep one of the two entries",
+        )
+    fed[id(input_)] = output
 
 
 def _lookup(name: str, values: dict[str, ir.Value], what: str) -> ir.Value:
