@@ -40,6 +40,7 @@ from typing import Any
 
 from dsl import ir
 from dsl.errors import ConversionError, DslNameError
+from dsl.passes.inline import NodeCopier
 from dsl.passes.protocol import PassResult, T
 
 __all__ = ["CutPass", "cut_model", "layers"]
@@ -232,7 +233,7 @@ class _Cutter:
     def copy(
         self, inputs: list[ir.Value], outputs: list[ir.Value], needed: set[ir.Value], kept: list[ir.Node]
     ) -> ir.Graph:
-        copier = _Copier()
+        copier = NodeCopier()
         old = self.graph
         new = ir.Graph(old.name, doc_string=old.doc_string, location=old.location)
         new.inputs = [copier.value(v) for v in inputs]
@@ -242,48 +243,4 @@ class _Cutter:
         new.nodes = [copier.node(node) for node in kept]
         new.outputs = [copier.value(v) for v in outputs]
         new.value_info = [copier.mapping[v] for v in old.value_info if v in copier.mapping]
-        return new
-
-
-class _Copier:
-    """Copies values, nodes and subgraphs; a value is copied once, its readers share the copy."""
-
-    def __init__(self) -> None:
-        self.mapping: dict[ir.Value, ir.Value] = {}
-
-    def value(self, value: ir.Value) -> ir.Value:
-        copy = self.mapping.get(value)
-        if copy is None:
-            copy = ir.Value(value.name, type=value.type, initializer=value.initializer,
-                            doc_string=value.doc_string, location=value.location)
-            self.mapping[value] = copy
-        return copy
-
-    def node(self, node: ir.Node) -> ir.Node:
-        inputs = [None if v is None else self.value(v) for v in node.inputs]
-        attributes = {name: self.attr(attr) for name, attr in node.attributes.items()}
-        outputs = [self.value(v) for v in node.outputs]
-        copy = ir.Node(node.op_type, node.domain, inputs, outputs, attributes, name=node.name,
-                       overload=node.overload, doc_string=node.doc_string, callee=node.callee,
-                       location=node.location)
-        for value in outputs:
-            value.producer = copy
-        return copy
-
-    def attr(self, attr: ir.Attr) -> ir.Attr:
-        value = attr.value
-        if attr.kind == ir.AttrKind.GRAPH and value is not None:
-            value = self.graph(value)
-        elif attr.kind == ir.AttrKind.GRAPHS and value is not None:
-            value = [self.graph(g) for g in value]
-        return dataclasses.replace(attr, value=value)
-
-    def graph(self, graph: ir.Graph) -> ir.Graph:
-        new = ir.Graph(graph.name, doc_string=graph.doc_string, location=graph.location)
-        new.inputs = [self.value(v) for v in graph.inputs]
-        new.initializers = [self.value(v) for v in graph.initializers]
-        new.sparse_initializers = dict(graph.sparse_initializers)
-        new.nodes = [self.node(node) for node in graph.nodes]
-        new.outputs = [self.value(v) for v in graph.outputs]
-        new.value_info = [self.value(v) for v in graph.value_info]
         return new

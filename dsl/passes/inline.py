@@ -21,7 +21,7 @@ from dsl.errors import ConversionError, DslError
 from dsl.opsets import get_opset
 from dsl.passes.protocol import PassResult, T
 
-__all__ = ["InlinePass", "inline_calls", "copy_graph", "Selection"]
+__all__ = ["NodeCopier", "InlinePass", "inline_calls", "copy_graph", "Selection"]
 
 # Which callees to inline: None (all), a predicate on the callee, or the callees themselves.
 Selection = Union[None, Callable[[ir.Function], bool], Collection[ir.Function]]
@@ -55,6 +55,30 @@ def inline_calls(function: ir.Function, only: Selection = None) -> ir.Function:
     >>> some = inline_calls(f.function, only=[helper.function])  # doctest: +SKIP
     """
     return InlinePass(only)(function).target
+
+
+class NodeCopier:
+    """Copies values and nodes (subgraphs included) under their own names, each value once:
+    ``mapping`` takes an original Value to its copy, and a copied node reads the copies of
+    its inputs.  Calls keep their callees (nothing is inlined).  For passes that keep part
+    of a graph (the cut pass): copy the kept inputs and initializers, then the kept nodes
+    in order.
+
+    >>> copier = NodeCopier(); x = copier.value(graph.inputs[0])      # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self.mapping: dict[Any, Any] = {}
+        self._inliner = _Inliner(ir.Function("copy", ir.Graph()), lambda callee: False, {})
+
+    def value(self, value: ir.Value) -> ir.Value:
+        found = self.mapping.get(value)
+        return found if found is not None else self._inliner.copy_value(value, self.mapping, keep_names=True)
+
+    def node(self, node: ir.Node) -> ir.Node:
+        copies: list[ir.Node] = []
+        self._inliner.copy_node(node, copies, self.mapping, None, keep_names=True)
+        return copies[0]
 
 
 def copy_graph(graph: ir.Graph) -> ir.Graph:
