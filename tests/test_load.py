@@ -262,3 +262,82 @@ def test_eager_script_call_runs_the_model() -> None:
     x = RNG.standard_normal((2, 4)).astype(np.float32)
     expected = ort_run(dense_model(), ort_run(dense_model(), x)[0])[0]
     np.testing.assert_allclose(np.asarray(twice(x)), expected, rtol=1e-6)
+
+
+def _function_model(domain: str, name: str) -> onnx.ModelProto:
+    """A model calling its local function ``domain.name``: b = relu(a + a)."""
+    body = helper.make_function(
+        domain, name, ["a"], ["b"],
+        [helper.make_node("Add", ["a", "a"], ["s"]), helper.make_node("Relu", ["s"], ["b"])],
+        [helper.make_opsetid("", 18)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node(name, ["x"], ["y"], domain=domain)], "uses_function",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    return helper.make_model(graph, functions=[body],
+                             opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(domain, 1)])
+
+
+@script()
+def helper_fn(a: FLOAT[3]) -> FLOAT[3]:
+    return op.Neg(a)
+
+
+def test_loaded_function_clashing_with_the_callers_function_is_renamed() -> None:
+    # The loaded model's local function has the same domain and name as a scripted
+    # function the caller calls, but another body: both must survive, distinctly named.
+    caller_domain = helper_fn.to_function_proto().domain
+    original = _function_model(caller_domain, "helper_fn")
+    loaded = dsl.load(original, name="loaded")
+
+    @script()
+    def caller(x: FLOAT[3]) -> FLOAT[3]:
+        return helper_fn(loaded(x))
+
+    model = caller.to_model_proto()
+    onnx.checker.check_model(model, full_check=True)
+    keys = [(f.domain, f.name) for f in model.functions]
+    assert len(keys) == 2 and len(set(keys)) == 2
+    bodies = {f.name: [n.op_type for n in f.node] for f in model.functions}
+    assert sorted(bodies.values()) == [["Add", "Relu"], ["Neg"]]
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    np.testing.assert_allclose(ort_run(model, x)[0], -ort_run(original, x)[0])
+
+
+def test_loaded_model_called_inside_if_and_loop() -> None:
+    # The inlined nodes land inside the If branch and the Loop body; the weights stay
+    # initializers of the outermost graph, read from the subgraphs by outer scope.
+    @script()
+    def branch(x: FLOAT[2, 4], flag: dsl.BOOL) -> FLOAT[2, 4]:
+        if flag:
+            y = net(x)
+        else:
+            y = op.Neg(x)
+        return y
+
+    @script()
+    def repeat(x: FLOAT[2, 4]) -> FLOAT[2, 4]:
+        for _ in range(3):
+            x = net(x) * 0.5
+        return x
+
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    once = ort_run(dense_model(), x)[0]
+    for function in (branch, repeat):
+        model = function.to_model_proto()
+        onnx.checker.check_model(model, full_check=True)
+        assert sorted(i.name for i in model.graph.initializer) == ["net_B", "net_W"]
+        assert not [n for n in every_node(model.graph) if n.op_type == "Constant" and n.output[0].startswith("net")]
+        assert "Gemm" not in [n.op_type for n in model.graph.node]  # inside the subgraph, not hoisted
+        assert "Gemm" in [n.op_type for n in every_node(model.graph)]
+    model = branch.to_model_proto()
+    np.testing.assert_allclose(ort_run(model, x, np.array(True))[0], once, rtol=1e-6)
+    np.testing.assert_allclose(ort_run(model, x, np.array(False))[0], -x)
+    expected = x
+    for _ in range(3):
+        expected = ort_run(dense_model(), expected)[0] * np.float32(0.5)
+    np.testing.assert_allclose(ort_run(repeat.to_model_proto(), x)[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(branch(x, np.array(True))), once, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(repeat(x)), expected, rtol=1e-5)

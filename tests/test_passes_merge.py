@@ -313,3 +313,57 @@ def test_cli_merge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["merge", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--map", "y", "-o", str(out)]) == 2
     assert main(["merge", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--map", "q:x", "-o", str(out)]) == 2
     assert "'q'" in capsys.readouterr().err
+
+
+def sparse_add(values: list[float]) -> onnx.ModelProto:
+    """x[4] -> y = x + S, with S a sparse initializer (two of four entries set)."""
+    dense_values = helper.make_tensor("S", F, [2], values)
+    indices = helper.make_tensor("S_indices", TensorProto.INT64, [2], [1, 3])
+    model = make([helper.make_node("Add", ["x", "S"], ["y"], name="n0")], [vi("x", [4])], [vi("y", [4])])
+    model.graph.sparse_initializer.append(helper.make_sparse_tensor(dense_values, indices, [4]))
+    return model
+
+
+def test_clashing_sparse_initializers_are_renamed() -> None:
+    # onnx's full check refuses any sparse initializer read by a node (shape inference
+    # types it sparse_tensor), the inputs too: the plain check and onnxruntime judge here.
+    first, second = sparse_add([1.0, 2.0]), sparse_add([10.0, 20.0])
+    merged = converter.merge(first, second, [("y", "x")])
+    onnx.checker.check_model(merged)
+    sparse = merged.graph.sparse_initializer
+    by_name = {s.values.name: list(onnx.numpy_helper.to_array(s.values)) for s in sparse}
+    assert by_name == {"S": [1.0, 2.0], "S_1": [10.0, 20.0]}
+    assert [n.input[1] for n in merged.graph.node] == ["S", "S_1"]
+    x = np.array([1.0, -1.0, 2.0, -2.0], np.float32)
+    np.testing.assert_allclose(run(merged, [x])[0], run(second, run(first, [x]))[0])
+
+
+@pytest.mark.slow
+def test_cli_writes_a_merged_model_over_2_gb_with_external_data(tmp_path: Path) -> None:
+    # Two models of 1.1 GB of weights each (written with external data, as such files
+    # come): the merge is over protobuf's 2 GB limit, so its weights go to a side file.
+    from converter.cli import main
+
+    count = 290_000_000  # float32: 1.16 GB each
+    for index, name in enumerate(("a", "b")):
+        weights = np.zeros(count, np.float32)
+        weights[:4] = np.arange(4, dtype=np.float32) + 10 * index
+        weights.tofile(tmp_path / f"{name}.data")  # (what onnx.save writes, without its copies)
+        del weights
+        external = TensorProto(name="W", data_type=F, dims=[count])
+        external.data_location = TensorProto.EXTERNAL
+        external.external_data.add(key="location", value=f"{name}.data")
+        model = make(
+            [helper.make_node("Slice", ["W", "start", "stop"], ["w4"]), helper.make_node("Add", ["x", "w4"], ["y"])],
+            [vi("x", [4])], [vi("y", [4])],
+            [external, onnx.numpy_helper.from_array(np.array([0]), "start"),
+             onnx.numpy_helper.from_array(np.array([4]), "stop")],
+        )
+        onnx.save(model, str(tmp_path / f"{name}.onnx"))
+    out = tmp_path / "c.onnx"
+    assert main(["merge", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--map", "y:x", "-o", str(out)]) == 0
+    assert out.stat().st_size < 2**20 and (tmp_path / "c.onnx.data").stat().st_size >= 2 * count * 4
+    onnx.checker.check_model(str(out), full_check=True)
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones(4, np.float32)})
+    np.testing.assert_array_equal(y, 1 + np.arange(4) + np.arange(4) + 10)

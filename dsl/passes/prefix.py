@@ -125,15 +125,21 @@ def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
 def _rename_values(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
     values = graph_values(graph)
     sparse = list(graph.sparse_initializers)
-    names = _new_names([v.name for v in values] + sparse, prefix, taken)
+    # Nodes read a sparse initializer through a Value of the same name: the two are renamed
+    # together; only a sparse initializer nothing reads gets a name of its own.
+    value_names = {v.name for v in values}
+    unread = [name for name in sparse if name not in value_names]
+    names = _new_names([v.name for v in values] + unread, prefix, taken)
+    renamed: dict[str, str] = dict(zip(unread, names[len(values):]))
     modified = False
     for value, name in zip(values, names):
+        renamed.setdefault(value.name, name)
         if value.name != name:
             value.name = name
             if value.initializer is not None:
                 value.initializer.name = name
             modified = True
-    new_sparse = names[len(values):]
+    new_sparse = [renamed[name] for name in sparse]
     if new_sparse != sparse:
         graph.sparse_initializers = dict(zip(new_sparse, graph.sparse_initializers.values()))
         for name, tensor in graph.sparse_initializers.items():
