@@ -39,7 +39,7 @@ from collections.abc import Collection, Sequence
 
 from dsl import ir
 from dsl.errors import ConversionError, DslError, DslNameError, DslTypeError
-from dsl.passes.prefix import PrefixPass, graph_node_names, graph_values, model_functions, same_function
+from dsl.passes.prefix import GraphContents, PrefixPass, graph_contents, model_functions, same_function
 from dsl.passes.protocol import PassResult
 
 __all__ = ["MergePass", "merge_models", "split_models", "join_models", "IoMap"]
@@ -94,15 +94,17 @@ def merge_models(
     _check_opsets(first, second)
     if prefix1:
         PrefixPass(prefix1)(first)
-    first_functions = model_functions(first)
+    first_contents = graph_contents(first.graph)
+    first_functions = model_functions(first, first_contents.nodes)
     PrefixPass(
         prefix2,
-        taken_values={v.name for v in graph_values(first.graph)} | set(first.graph.sparse_initializers),
-        taken_nodes=graph_node_names(first.graph),
+        taken_values={v.name for v in first_contents.values} | set(first.graph.sparse_initializers),
+        taken_nodes=first_contents.node_names,
         taken_functions=first_functions,
     )(second)
-    _replace_values(second.graph, {id(input_): output for output, input_ in pairs})
-    functions = _merge_functions(first_functions, second)
+    second_contents = graph_contents(second.graph)
+    _replace_values(second_contents, {id(input_): output for output, input_ in pairs})
+    functions = _merge_functions(first_functions, second, second_contents.nodes)
     return _assemble(first, second, pairs, functions, kept)
 
 
@@ -245,27 +247,24 @@ def _default_version(model: ir.Model) -> int | None:
 # ------------------------------------------------------------------------------ wiring
 
 
-def _replace_values(graph: ir.Graph, replacements: dict[int, ir.Value]) -> None:
-    """Every read of a value whose id is a key in ``graph`` and its subgraphs reads its replacement."""
+def _replace_values(contents: GraphContents, replacements: dict[int, ir.Value]) -> None:
+    """Every read of a value whose id is a key, in a graph and its subgraphs, reads its replacement."""
     if not replacements:
         return
-    graphs = [graph]
-    for node, _ in ir.walk(graph):
-        # One walk over every node; a list is rebuilt only where it holds a replaced value.
+    for node in contents.nodes:
+        # A list is rebuilt only where it holds a replaced value.
         if not replacements.keys().isdisjoint(map(id, node.inputs)):  # (id(None) is no key)
             node.inputs = [replacements.get(id(v), v) for v in node.inputs]
-        if node.attributes:
-            graphs.extend(ir.subgraphs(node))
-    for current in graphs:
+    for current in contents.graphs:
         current.outputs = [replacements.get(id(v), v) for v in current.outputs]
         current.value_info = [v for v in current.value_info if id(v) not in replacements]
 
 
-def _merge_functions(ours: list[ir.Function], second: ir.Model) -> list[ir.Function]:
+def _merge_functions(ours: list[ir.Function], second: ir.Model, main_nodes: list[ir.Node]) -> list[ir.Function]:
     """The first's functions (``ours``), then the second's that are not the same as one of
     the first's (calls of a shared one are redirected to the first's copy)."""
     by_key = {(f.domain, f.name, f.overload): f for f in ours}
-    theirs = model_functions(second)
+    theirs = model_functions(second, main_nodes)
     shared: dict[int, ir.Function] = {}
     for function in theirs:
         other = by_key.get((function.domain, function.name, function.overload))

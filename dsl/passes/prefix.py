@@ -27,12 +27,16 @@ True
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from dsl import ir
 from dsl.passes.protocol import PassResult, T
 
-__all__ = ["PrefixPass", "same_function", "graph_values", "graph_node_names", "model_functions", "FunctionKey"]
+__all__ = [
+    "PrefixPass", "same_function", "graph_contents", "GraphContents", "graph_values", "graph_node_names",
+    "model_functions", "FunctionKey",
+]
 
 FunctionKey = tuple[str, str, str]  # (domain, name, overload)
 
@@ -62,39 +66,63 @@ class PrefixPass:
 
     def __call__(self, target: T) -> PassResult[T]:
         graph = target.graph
-        modified = _rename_values(graph, self.prefix, self.taken_values)
-        modified = _rename_nodes(graph, self.prefix, self.taken_nodes) or modified
+        contents = graph_contents(graph)
+        modified = _rename_values(graph, contents.values, self.prefix, self.taken_values)
+        modified = _rename_nodes(contents.nodes, self.prefix, self.taken_nodes) or modified
         if isinstance(target, ir.Model):
-            modified = _rename_functions(target, self.taken_functions) or modified
+            modified = _rename_functions(target, self.taken_functions, contents.nodes) or modified
         return PassResult(target, modified)
 
 
 # ----------------------------------------------------------------------------- values
 
 
+@dataclass(slots=True)
+class GraphContents:
+    """What one walk over a graph and its subgraphs finds: the passes that rename, wire
+    and collect functions read it instead of walking the graph once each."""
+
+    nodes: list[ir.Node]
+    graphs: list[ir.Graph]  # the graph itself, then its subgraphs
+
+    @property
+    def values(self) -> list[ir.Value]:
+        """Every value defined or read, each once, in a stable order."""
+        found: dict[int, ir.Value] = {}  # (re-setting a key keeps its first position)
+        for current in self.graphs:
+            for value in current.inputs + current.initializers:
+                found[id(value)] = value
+        for node in self.nodes:
+            for read in node.inputs:
+                if read is not None:
+                    found[id(read)] = read
+            for value in node.outputs:
+                found[id(value)] = value
+        for current in self.graphs:
+            for value in current.outputs + current.value_info:
+                found[id(value)] = value
+        return list(found.values())
+
+    @property
+    def node_names(self) -> set[str]:
+        """The names of the nodes (empty names left out)."""
+        return {node.name for node in self.nodes if node.name}
+
+
+def graph_contents(graph: ir.Graph) -> GraphContents:
+    """The nodes and graphs of ``graph`` and its subgraphs, found in one walk."""
+    nodes = [node for node, _ in ir.walk(graph)]
+    return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
+
+
 def graph_values(graph: ir.Graph) -> list[ir.Value]:
     """Every value defined or read in ``graph`` and its subgraphs, each once, in a stable order."""
-    found: dict[int, ir.Value] = {}  # (re-setting a key keeps its first position)
-    nodes = [node for node, _ in ir.walk(graph)]
-    graphs = [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)]
-    for current in graphs:
-        for value in current.inputs + current.initializers:
-            found[id(value)] = value
-    for node in nodes:
-        for read in node.inputs:
-            if read is not None:
-                found[id(read)] = read
-        for value in node.outputs:
-            found[id(value)] = value
-    for current in graphs:
-        for value in current.outputs + current.value_info:
-            found[id(value)] = value
-    return list(found.values())
+    return graph_contents(graph).values
 
 
 def graph_node_names(graph: ir.Graph) -> set[str]:
     """The names of the nodes of ``graph`` and its subgraphs (empty names left out)."""
-    return {node.name for node, _ in ir.walk(graph) if node.name}
+    return graph_contents(graph).node_names
 
 
 def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
@@ -122,8 +150,7 @@ def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
     return result
 
 
-def _rename_values(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
-    values = graph_values(graph)
+def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: set[str]) -> bool:
     sparse = list(graph.sparse_initializers)
     # Nodes read a sparse initializer through a Value of the same name: the two are renamed
     # together; only a sparse initializer nothing reads gets a name of its own.
@@ -148,8 +175,7 @@ def _rename_values(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
     return modified
 
 
-def _rename_nodes(graph: ir.Graph, prefix: str, taken: set[str]) -> bool:
-    nodes = [node for node, _ in ir.walk(graph)]
+def _rename_nodes(nodes: list[ir.Node], prefix: str, taken: set[str]) -> bool:
     names = _new_names([n.name for n in nodes], prefix, taken)
     modified = False
     for node, name in zip(nodes, names):
@@ -165,19 +191,26 @@ def _key(function: ir.Function) -> FunctionKey:
     return (function.domain, function.name, function.overload)
 
 
-def model_functions(model: ir.Model) -> list[ir.Function]:
-    """The model's listed functions and every function its graphs call, each once."""
+def model_functions(model: ir.Model, main_nodes: list[ir.Node] | None = None) -> list[ir.Function]:
+    """The model's listed functions and every function its graphs call, each once
+    (``main_nodes``: the main graph's nodes and its subgraphs', when already walked)."""
     found: dict[int, ir.Function] = {id(f): f for f in model.functions}
-    main = ir.Function(model.graph.name, model.graph)
-    for function in [main, *model.functions]:
+    nodes = [node for node, _ in ir.walk(model.graph)] if main_nodes is None else main_nodes
+    for node in nodes:
+        callee = node.callee
+        if callee is not None and id(callee) not in found:
+            for inner in callee.callees():  # (callees first, as Function.callees orders them)
+                found.setdefault(id(inner), inner)
+            found[id(callee)] = callee
+    for function in model.functions:
         for callee in function.callees():
             found.setdefault(id(callee), callee)
     return list(found.values())
 
 
-def _rename_functions(model: ir.Model, taken: list[ir.Function]) -> bool:
+def _rename_functions(model: ir.Model, taken: list[ir.Function], main_nodes: list[ir.Node]) -> bool:
     by_key = {_key(f): f for f in taken}
-    own = model_functions(model)
+    own = model_functions(model, main_nodes)
     used_keys = set(by_key) | {_key(f) for f in own}
     # Decide every rename on the unchanged model: a body's signature includes its callees'.
     renamed: list[tuple[ir.Function, str]] = []
