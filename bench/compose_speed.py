@@ -11,7 +11,11 @@ per size:
 - µs per node for ``converter.cut(first, outputs=[the middle value])`` (per node of the
   model cut): once on the plain chain, where the new output's type is unknown and the
   writer runs ``onnx.shape_inference`` on the result, once on the same chain with a
-  value_info entry for every value (no inference).
+  value_info entry for every value (no inference), side by side with
+  ``onnx.utils.Extractor(...).extract_model`` on that typed chain (it cannot cut the
+  untyped one: it needs every value typed) and the ratio of the two;
+- for reference, µs per node of ``onnx.shape_inference.infer_shapes`` alone on the plain
+  chain: the floor under the untyped cut, whose writer has to infer the new output's type.
 
 Goal: linear in the number of nodes and <= 5 µs per node.  Sizes up to 20 000 nodes
 take the best of ``--repeats`` runs, larger ones a single run.
@@ -79,6 +83,8 @@ def best_seconds(action: Callable[[], Any], repeats: int) -> float:
 def measure(nodes: int, repeats: int) -> dict[str, float]:
     """µs per node of each operation on chains of ``nodes`` nodes."""
     import onnx.compose
+    import onnx.shape_inference
+    import onnx.utils
 
     import converter
 
@@ -91,6 +97,13 @@ def measure(nodes: int, repeats: int) -> dict[str, float]:
         ) / (2 * nodes),
         "cut": best_seconds(lambda: converter.cut(first, outputs=[middle]), repeats) / nodes,
         "cut typed": best_seconds(lambda: converter.cut(typed, outputs=[middle]), repeats) / nodes,
+        "extract": best_seconds(
+            lambda: onnx.utils.Extractor(typed).extract_model(["x"], [middle]), repeats
+        ) / nodes,
+        "inference": best_seconds(
+            lambda: onnx.shape_inference.infer_shapes(first, check_type=False, strict_mode=False, data_prop=True),
+            repeats,
+        ) / nodes,
     }
     return {key: seconds * 1e6 for key, seconds in results.items()}
 
@@ -105,14 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| nodes per model | merge (µs/node) | onnx.compose.merge_models (µs/node) | ratio "
-        "| cut (µs/node) | cut, types known (µs/node) | goal |"
+        "| cut (µs/node) | cut, types known (µs/node) | onnx.utils.Extractor, types known (µs/node) | ratio "
+        "| onnx.shape_inference alone (µs/node) | goal |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for size, row in rows.items():
-        ratio = row["merge"] / row["onnx.compose"] if row["onnx.compose"] else float("nan")
+        merge_ratio = row["merge"] / row["onnx.compose"] if row["onnx.compose"] else float("nan")
+        cut_ratio = row["cut typed"] / row["extract"] if row["extract"] else float("nan")
         print(
-            f"| {size} | {row['merge']:.2f} | {row['onnx.compose']:.2f} | {ratio:.2f}x | {row['cut']:.2f} "
-            f"| {row['cut typed']:.2f} | <= 5, linear |"
+            f"| {size} | {row['merge']:.2f} | {row['onnx.compose']:.2f} | {merge_ratio:.2f}x | {row['cut']:.2f} "
+            f"| {row['cut typed']:.2f} | {row['extract']:.2f} | {cut_ratio:.2f}x | {row['inference']:.2f} "
+            "| <= 5, linear |"
         )
     return 0
 
