@@ -24,6 +24,7 @@ take the best of ``--repeats`` runs, larger ones a single run.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -71,9 +72,11 @@ def chain_model(nodes: int, typed: bool = False) -> Any:
 
 
 def best_seconds(action: Callable[[], Any], repeats: int) -> float:
-    """The shortest of ``repeats`` runs of ``action``."""
+    """The shortest of ``repeats`` runs of ``action``, each starting from a collected heap
+    (so no run pays for collecting the garbage of the one before)."""
     samples = []
     for _ in range(repeats):
+        gc.collect()
         start = time.perf_counter()
         action()
         samples.append(time.perf_counter() - start)
