@@ -208,6 +208,10 @@ def _add_export(commands: Any) -> None:
     export.add_argument("--reinit", action="store_true", help="ignore stored weights and initialise all afresh")
     export.add_argument("--no-weights", action="store_true", help="do not write weights.npz into the project")
     export.add_argument("--quiet", action="store_true", help="no note about freshly initialised weights")
+    export.add_argument(
+        "--lenient", action="store_true", help="warn instead of failing on what Agrippa tolerated (unknown attributes, "
+        "contradicted dims)"
+    )
     export.set_defaults(run=_run_export)
 
 
@@ -237,6 +241,7 @@ def _run_export(args: argparse.Namespace) -> int:
         bindings=_parse_bindings(args.bind),
         index=args.index,
         seed=args.seed,
+        lenient=args.lenient,
     )
     outputs = ", ".join(o.name for o in model.graph.output)
     print(f"wrote {len(model.graph.node)} nodes, {len(model.graph.initializer)} weights; outputs: {outputs}")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
     from dsl.op_signatures import opset as opset
     from dsl.opsets import Op, Opset
-    from dsl.script_function import GraphFunction, ScriptFunction, graph, script
+    from dsl.script_function import GraphFunction, ScriptFunction, export_onnx_lib, graph, script
     from dsl.types import (
         BFLOAT16,
         BOOL,
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         UINT64,
         Optional,
         Sequence,
+        TensorType,
     )
 
 __version__ = "0.1.0"
@@ -85,6 +86,7 @@ _LAZY: dict[str, str] = {
     "graph": "dsl.script_function",
     "ScriptFunction": "dsl.script_function",
     "GraphFunction": "dsl.script_function",
+    "export_onnx_lib": "dsl.script_function",
     "Op": "dsl.opsets",
     "Opset": "dsl.opsets",
     "Initializer": "dsl.frontend.weights",
@@ -95,17 +97,18 @@ _LAZY: dict[str, str] = {
     "load": "dsl.loaded_model",
     "LoadedModel": "dsl.loaded_model",
 }
-# Element types and the Optional/Sequence annotations come from dsl.types.
-_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", *_ELEMENT_TYPES))
+# Element types, the Optional/Sequence annotations and TensorType ("any tensor", as
+# onnxscript's) come from dsl.types.
+_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "TensorType", *_ELEMENT_TYPES))
 
 __all__ = [
-    "ir", "script", "graph", "ScriptFunction", "GraphFunction", "Op", "Opset",
+    "ir", "script", "graph", "ScriptFunction", "GraphFunction", "export_onnx_lib", "Op", "Opset",
     "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
     "BFLOAT16", "BOOL", "COMPLEX64", "COMPLEX128", "DOUBLE", "FLOAT", "FLOAT4E2M1",
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
     "INT64", "STRING", "UINT2", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
-    "Optional", "Sequence",
+    "Optional", "Sequence", "TensorType",
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",

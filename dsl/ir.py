@@ -14,6 +14,7 @@ graph and of the subgraphs in its attributes; :func:`use_counts` counts readers.
 from __future__ import annotations
 
 import enum
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -97,6 +98,12 @@ class TensorType:
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
+
+    def __or__(self, other: Any) -> Any:  # FLOAT[2] | None in an annotation: a typing.Union
+        return typing.Union[self, other]
+
+    def __ror__(self, other: Any) -> Any:
+        return typing.Union[other, self]
 
     def __repr__(self) -> str:
         name = element_type_name(self.elem_type)

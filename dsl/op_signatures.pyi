@@ -7,670 +7,670 @@ from typing import Any
 from dsl.opsets import Opset
 
 class OpSignatures:
-    def Abs(self, X: Any, /) -> Any:
+    def Abs(self, X: Any) -> Any:
         """Absolute takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where absolute value, y = abs(x), is applied to the tensor elementwise."""
         ...
-    def Acos(self, input: Any, /) -> Any:
+    def Acos(self, input: Any) -> Any:
         """Calculates the arccosine (inverse of cosine) of the given input tensor, element-wise."""
         ...
-    def Acosh(self, input: Any, /) -> Any:
+    def Acosh(self, input: Any) -> Any:
         """Calculates the hyperbolic arccosine of the given input tensor element-wise."""
         ...
-    def Add(self, A: Any, B: Any, /) -> Any:
+    def Add(self, A: Any, B: Any) -> Any:
         """Performs element-wise binary addition (with Numpy-style broadcasting support)."""
         ...
-    def AffineGrid(self, theta: Any, size: Any, /, *, align_corners: int = ...) -> Any:
+    def AffineGrid(self, theta: Any, size: Any, *, align_corners: int = ...) -> Any:
         """Generates a 2D or 3D flow field (sampling grid), given a batch of affine matrices theta (https://pytorch.org/docs/stable/generated/torch.nn.functional.affine_grid.html). An affine matrix `theta` is applied to a position tensor represented in its homogeneous expression. Here is an example in 3D: `..."""
         ...
-    def And(self, A: Any, B: Any, /) -> Any:
+    def And(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `and` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def ArgMax(self, data: Any, /, *, axis: int = ..., keepdims: int = ..., select_last_index: int = ...) -> Any:
+    def ArgMax(self, data: Any, *, axis: int = ..., keepdims: int = ..., select_last_index: int = ...) -> Any:
         """Computes the indices of the max elements of the input tensor's element along the provided axis. The resulting tensor has the same rank as the input if keepdims equals 1. If keepdims equals 0, then the resulting tensor has the reduced dimension pruned. If select_last_index is True (default False),..."""
         ...
-    def ArgMin(self, data: Any, /, *, axis: int = ..., keepdims: int = ..., select_last_index: int = ...) -> Any:
+    def ArgMin(self, data: Any, *, axis: int = ..., keepdims: int = ..., select_last_index: int = ...) -> Any:
         """Computes the indices of the min elements of the input tensor's element along the provided axis. The resulting tensor has the same rank as the input if keepdims equals 1. If keepdims equals 0, then the resulting tensor has the reduced dimension pruned. If select_last_index is True (default False),..."""
         ...
-    def ArrayFeatureExtractor(self, X: Any, Y: Any, /) -> Any:
+    def ArrayFeatureExtractor(self, X: Any, Y: Any) -> Any:
         """Select elements of the input tensor based on the indices passed.<br> The indices are applied to the last axes of the tensor."""
         ...
-    def Asin(self, input: Any, /) -> Any:
+    def Asin(self, input: Any) -> Any:
         """Calculates the arcsine (inverse of sine) of the given input tensor, element-wise."""
         ...
-    def Asinh(self, input: Any, /) -> Any:
+    def Asinh(self, input: Any) -> Any:
         """Calculates the hyperbolic arcsine of the given input tensor element-wise."""
         ...
-    def Atan(self, input: Any, /) -> Any:
+    def Atan(self, input: Any) -> Any:
         """Calculates the arctangent (inverse of tangent) of the given input tensor, element-wise."""
         ...
-    def Atanh(self, input: Any, /) -> Any:
+    def Atanh(self, input: Any) -> Any:
         """Calculates the hyperbolic arctangent of the given input tensor element-wise."""
         ...
-    def Attention(self, Q: Any, K: Any, V: Any, attn_mask: Any = None, past_key: Any = None, past_value: Any = None, nonpad_kv_seqlen: Any = None, /, *, is_causal: int = ..., kv_num_heads: int = ..., left_window_size: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., right_window_size: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> tuple[Any, ...]:
+    def Attention(self, Q: Any, K: Any, V: Any, attn_mask: Any = None, past_key: Any = None, past_value: Any = None, nonpad_kv_seqlen: Any = None, *, is_causal: int = ..., kv_num_heads: int = ..., left_window_size: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., right_window_size: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> tuple[Any, ...]:
         """Computes scaled dot product attention on query, key and value tensors, using an optional attention mask if passed."""
         ...
-    def AveragePool(self, X: Any, /, *, auto_pad: str = ..., ceil_mode: int = ..., count_include_pad: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def AveragePool(self, X: Any, *, auto_pad: str = ..., ceil_mode: int = ..., count_include_pad: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """AveragePool consumes an input tensor X and applies average pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. average pooling consisting of computing the average on all values of a subset of the input tensor according to the kernel size and downsampling the data i..."""
         ...
-    def BatchNormalization(self, X: Any, scale: Any, B: Any, input_mean: Any, input_var: Any, /, *, epsilon: float = ..., momentum: float = ..., training_mode: int = ...) -> tuple[Any, ...]:
+    def BatchNormalization(self, X: Any, scale: Any, B: Any, input_mean: Any, input_var: Any, *, epsilon: float = ..., momentum: float = ..., training_mode: int = ...) -> tuple[Any, ...]:
         """Carries out batch normalization as described in the paper https://arxiv.org/abs/1502.03167. Depending on the mode it is being run, There are five required inputs 'X', 'scale', 'B', 'input_mean' and 'input_var'. Note that 'input_mean' and 'input_var' are expected to be the estimated statistics in ..."""
         ...
-    def Bernoulli(self, input: Any, /, *, dtype: int = ..., seed: float = ...) -> Any:
+    def Bernoulli(self, input: Any, *, dtype: int = ..., seed: float = ...) -> Any:
         """Draws binary random numbers (0 or 1) from a Bernoulli distribution. The input tensor should be a tensor containing probabilities p (a value in the range [0,1]) to be used for drawing the binary random number, where an output of 1 is produced with probability p and an output of 0 is produced with ..."""
         ...
-    def Binarizer(self, X: Any, /, *, threshold: float = ...) -> Any:
+    def Binarizer(self, X: Any, *, threshold: float = ...) -> Any:
         """Maps the values of the input tensor to either 0 or 1, element-wise, based on the outcome of a comparison against a threshold value."""
         ...
-    def BitCast(self, input: Any, /, *, to: int) -> Any:
+    def BitCast(self, input: Any, *, to: int) -> Any:
         """Reinterprets the binary representation of a tensor as a different data type, specified by the 'to' attribute. Unlike Cast, BitCast preserves the exact bit pattern without any value conversion."""
         ...
-    def BitShift(self, X: Any, Y: Any, /, *, direction: str) -> Any:
+    def BitShift(self, X: Any, Y: Any, *, direction: str) -> Any:
         """Bitwise shift operator performs element-wise operation. For each input element, if the attribute "direction" is "RIGHT", this operator moves its binary representation toward the right side. If the attribute "direction" is "LEFT", bits of binary representation move toward the left side. The input ..."""
         ...
-    def BitwiseAnd(self, A: Any, B: Any, /) -> Any:
+    def BitwiseAnd(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulting from performing the bitwise `and` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def BitwiseNot(self, X: Any, /) -> Any:
+    def BitwiseNot(self, X: Any) -> Any:
         """Returns the bitwise not of the input tensor element-wise."""
         ...
-    def BitwiseOr(self, A: Any, B: Any, /) -> Any:
+    def BitwiseOr(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulting from performing the bitwise `or` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def BitwiseXor(self, A: Any, B: Any, /) -> Any:
+    def BitwiseXor(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulting from performing the bitwise `xor` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def BlackmanWindow(self, size: Any, /, *, output_datatype: int = ..., periodic: int = ...) -> Any:
+    def BlackmanWindow(self, size: Any, *, output_datatype: int = ..., periodic: int = ...) -> Any:
         """Generates a Blackman window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
-    def Cast(self, input: Any, /, *, round_mode: str = ..., saturate: int = ..., to: int) -> Any:
+    def Cast(self, input: Any, *, round_mode: str = ..., saturate: int = ..., to: int) -> Any:
         """The operator casts the elements of a given input tensor to a data type specified by the 'to' argument and returns an output tensor of the same size in the converted type. The 'to' argument must be one of the data types specified in the 'DataType' enum field in the TensorProto message."""
         ...
-    def CastLike(self, input: Any, target_type: Any, /, *, round_mode: str = ..., saturate: int = ...) -> Any:
+    def CastLike(self, input: Any, target_type: Any, *, round_mode: str = ..., saturate: int = ...) -> Any:
         """The operator casts the elements of a given input tensor (the first input) to the same data type as the elements of the second input tensor. See documentation of the Cast operator for further details."""
         ...
-    def CastMap(self, X: Any, /, *, cast_to: str = ..., map_form: str = ..., max_map: int = ...) -> Any:
+    def CastMap(self, X: Any, *, cast_to: str = ..., map_form: str = ..., max_map: int = ...) -> Any:
         """Converts a map to a tensor.<br>The map key must be an int64 and the values will be ordered in ascending order based on this key.<br>The operator supports dense packing or sparse packing. If using sparse packing, the key cannot exceed the max_map-1 value."""
         ...
-    def CategoryMapper(self, X: Any, /, *, cats_int64s: Sequence[int] = ..., cats_strings: Sequence[str] = ..., default_int64: int = ..., default_string: str = ...) -> Any:
+    def CategoryMapper(self, X: Any, *, cats_int64s: Sequence[int] = ..., cats_strings: Sequence[str] = ..., default_int64: int = ..., default_string: str = ...) -> Any:
         """Converts strings to integers and vice versa.<br> Two sequences of equal length are used to map between integers and strings, with strings and integers at the same index detailing the mapping.<br> Each operator converts either integers to strings or strings to integers, depending on which default ..."""
         ...
-    def CausalConvWithState(self, input: Any, weight: Any, bias: Any = None, past_state: Any = None, /, *, activation: str = ...) -> tuple[Any, ...]:
+    def CausalConvWithState(self, input: Any, weight: Any, bias: Any = None, past_state: Any = None, *, activation: str = ...) -> tuple[Any, ...]:
         """Stateful causal 1D depthwise convolution."""
         ...
-    def Ceil(self, X: Any, /) -> Any:
+    def Ceil(self, X: Any) -> Any:
         """Ceil takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the ceil is, y = ceil(x), is applied to the tensor elementwise. If x is integral, +0, -0, NaN, or infinite, x itself is returned."""
         ...
-    def Celu(self, X: Any, /, *, alpha: float = ...) -> Any:
+    def Celu(self, X: Any, *, alpha: float = ...) -> Any:
         """Continuously Differentiable Exponential Linear Units: Perform the linear unit element-wise on the input tensor X using formula:"""
         ...
-    def CenterCropPad(self, input_data: Any, shape: Any, /, *, axes: Sequence[int] = ...) -> Any:
+    def CenterCropPad(self, input_data: Any, shape: Any, *, axes: Sequence[int] = ...) -> Any:
         """Center crop or pad an input to given dimensions."""
         ...
-    def Clip(self, input: Any, min: Any = None, max: Any = None, /) -> Any:
+    def Clip(self, input: Any, min: Any = None, max: Any = None) -> Any:
         """Clip operator limits the given input within an interval. The interval is specified by the inputs 'min' and 'max'. They default to numeric_limits::lowest() and numeric_limits::max(), respectively. When 'min' is greater than 'max', the clip operator sets all the 'input' values to the value of 'max'..."""
         ...
-    def Col2Im(self, input: Any, image_shape: Any, block_shape: Any, /, *, dilations: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def Col2Im(self, input: Any, image_shape: Any, block_shape: Any, *, dilations: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The operator rearranges column blocks back into a multidimensional image"""
         ...
-    def Compress(self, input: Any, condition: Any, /, *, axis: int = ...) -> Any:
+    def Compress(self, input: Any, condition: Any, *, axis: int = ...) -> Any:
         """Selects slices from an input tensor along a given axis where condition evaluates to True for each axis index. In case axis is not provided, input is flattened before elements are selected. Compress behaves like numpy.compress: https://docs.scipy.org/doc/numpy/reference/generated/numpy.compress.html"""
         ...
     def Concat(self, *inputs: Any, axis: int) -> Any:
         """Concatenate a list of tensors into a single tensor. All input tensors must have the same shape, except for the dimension size of the axis to concatenate on."""
         ...
-    def ConcatFromSequence(self, input_sequence: Any, /, *, axis: int, new_axis: int = ...) -> Any:
+    def ConcatFromSequence(self, input_sequence: Any, *, axis: int, new_axis: int = ...) -> Any:
         """Concatenate a sequence of tensors into a single tensor. All input tensors must have the same shape, except for the dimension size of the axis to concatenate on. By default 'new_axis' is 0, the behavior is similar to numpy.concatenate. When 'new_axis' is 1, the behavior is similar to numpy.stack."""
         ...
-    def Constant(self, /, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str = ..., value_strings: Sequence[str] = ...) -> Any:
+    def Constant(self, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str = ..., value_strings: Sequence[str] = ...) -> Any:
         """This operator produces a constant tensor. Exactly one of the provided attributes, either value, sparse_value, or value_* must be specified."""
         ...
-    def ConstantOfShape(self, input: Any, /, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: Any, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
-    def Conv(self, X: Any, W: Any, B: Any = None, /, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def Conv(self, X: Any, W: Any, B: Any = None, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The convolution operator consumes an input tensor and a filter, and computes the output."""
         ...
-    def ConvInteger(self, x: Any, w: Any, x_zero_point: Any = None, w_zero_point: Any = None, /, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def ConvInteger(self, x: Any, w: Any, x_zero_point: Any = None, w_zero_point: Any = None, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The integer convolution operator consumes an input tensor, its zero-point, a filter, and its zero-point, and computes the output. The production MUST never overflow. The accumulation may overflow if and only if in 32 bits."""
         ...
-    def ConvTranspose(self, X: Any, W: Any, B: Any = None, /, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., output_padding: Sequence[int] = ..., output_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def ConvTranspose(self, X: Any, W: Any, B: Any = None, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., output_padding: Sequence[int] = ..., output_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The convolution transpose operator consumes an input tensor and a filter, and computes the output."""
         ...
-    def Cos(self, input: Any, /) -> Any:
+    def Cos(self, input: Any) -> Any:
         """Calculates the cosine of the given input tensor, element-wise."""
         ...
-    def Cosh(self, input: Any, /) -> Any:
+    def Cosh(self, input: Any) -> Any:
         """Calculates the hyperbolic cosine of the given input tensor element-wise."""
         ...
-    def CumProd(self, x: Any, axis: Any, /, *, exclusive: int = ..., reverse: int = ...) -> Any:
+    def CumProd(self, x: Any, axis: Any, *, exclusive: int = ..., reverse: int = ...) -> Any:
         """Performs cumulative product of the input elements along the given axis. By default, it will do the product inclusively meaning the first element is copied as is. Through an `exclusive` attribute, this behavior can change to exclude the first element. It can also perform product in the opposite di..."""
         ...
-    def CumSum(self, x: Any, axis: Any, /, *, exclusive: int = ..., reverse: int = ...) -> Any:
+    def CumSum(self, x: Any, axis: Any, *, exclusive: int = ..., reverse: int = ...) -> Any:
         """Performs cumulative sum of the input elements along the given axis. By default, it will do the sum inclusively meaning the first element is copied as is. Through an `exclusive` attribute, this behavior can change to exclude the first element. It can also perform summation in the opposite directio..."""
         ...
-    def DFT(self, input: Any, dft_length: Any = None, axis: Any = None, /, *, inverse: int = ..., onesided: int = ...) -> Any:
+    def DFT(self, input: Any, dft_length: Any = None, axis: Any = None, *, inverse: int = ..., onesided: int = ...) -> Any:
         """Computes the discrete Fourier Transform (DFT) of the input."""
         ...
-    def DeformConv(self, X: Any, W: Any, offset: Any, B: Any = None, mask: Any = None, /, *, dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., offset_group: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def DeformConv(self, X: Any, W: Any, offset: Any, B: Any = None, mask: Any = None, *, dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., offset_group: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """Performs deformable convolution as described in https://arxiv.org/abs/1703.06211 and https://arxiv.org/abs/1811.11168. This operator specification supports the general N-D case. Note that most common use cases have 2D or 3D data."""
         ...
-    def DepthToSpace(self, input: Any, /, *, blocksize: int, mode: str = ...) -> Any:
+    def DepthToSpace(self, input: Any, *, blocksize: int, mode: str = ...) -> Any:
         """DepthToSpace rearranges (permutes) data from depth into blocks of spatial data. This is the reverse transformation of SpaceToDepth. More specifically, this op outputs a copy of the input tensor where values from the depth dimension are moved in spatial blocks to the height and width dimensions. B..."""
         ...
-    def DequantizeLinear(self, x: Any, x_scale: Any, x_zero_point: Any = None, /, *, axis: int = ..., block_size: int = ..., output_dtype: int = ...) -> Any:
+    def DequantizeLinear(self, x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = ..., block_size: int = ..., output_dtype: int = ...) -> Any:
         """The linear dequantization operator. It consumes a quantized tensor, a scale, and a zero point to compute the full-precision tensor. The dequantization formula is `y = (x - x_zero_point) * x_scale`. `x_scale` and `x_zero_point` must have the same shape, determining the quantization's granularity: ..."""
         ...
-    def Det(self, X: Any, /) -> Any:
+    def Det(self, X: Any) -> Any:
         """Det calculates determinant of a square matrix or batches of square matrices. Det takes one input tensor of shape `[*, M, M]`, where `*` is zero or more batch dimensions, and the inner-most 2 dimensions form square matrices. The output is a tensor of shape `[*]`, containing the determinants of all..."""
         ...
-    def DictVectorizer(self, X: Any, /, *, int64_vocabulary: Sequence[int] = ..., string_vocabulary: Sequence[str] = ...) -> Any:
+    def DictVectorizer(self, X: Any, *, int64_vocabulary: Sequence[int] = ..., string_vocabulary: Sequence[str] = ...) -> Any:
         """Uses an index mapping to convert a dictionary to an array.<br> Given a dictionary, each key is looked up in the vocabulary attribute corresponding to the key type. The index into the vocabulary array at which the key is found is then used to index the output 1-D tensor 'Y' and insert into it the ..."""
         ...
-    def Div(self, A: Any, B: Any, /) -> Any:
+    def Div(self, A: Any, B: Any) -> Any:
         """Performs element-wise binary division (with Numpy-style broadcasting support)."""
         ...
-    def Dropout(self, data: Any, ratio: Any = None, training_mode: Any = None, /, *, seed: int = ...) -> tuple[Any, ...]:
+    def Dropout(self, data: Any, ratio: Any = None, training_mode: Any = None, *, seed: int = ...) -> tuple[Any, ...]:
         """Dropout takes an input floating-point tensor, an optional input ratio (floating-point scalar) and an optional input training_mode (boolean scalar). It produces two tensor outputs, output (floating-point tensor) and mask (optional `Tensor<bool>`). If `training_mode` is true then the output Y will ..."""
         ...
-    def DynamicQuantizeLinear(self, x: Any, /) -> tuple[Any, ...]:
+    def DynamicQuantizeLinear(self, x: Any) -> tuple[Any, ...]:
         """A Function to fuse calculation for Scale, Zero Point and FP32->8Bit conversion of FP32 Input data. Outputs Scale, ZeroPoint and Quantized Input for a given FP32 Input. Scale is calculated as: ``` y_scale = (maximum(0, max(x)) - minimum(0, min(x))) / (qmax - qmin) ```"""
         ...
     def Einsum(self, *Inputs: Any, equation: str) -> Any:
         """An einsum of the form `term1, term2 -> output-term` produces an output tensor using the following equation"""
         ...
-    def Elu(self, X: Any, /, *, alpha: float = ...) -> Any:
+    def Elu(self, X: Any, *, alpha: float = ...) -> Any:
         """Elu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the function `f(x) = alpha * (exp(x) - 1.) for x < 0`, `f(x) = x for x >= 0`., is applied to the tensor elementwise."""
         ...
-    def Equal(self, A: Any, B: Any, /) -> Any:
+    def Equal(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `equal` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def Erf(self, input: Any, /) -> Any:
+    def Erf(self, input: Any) -> Any:
         """Computes the error function of the given input tensor element-wise."""
         ...
-    def Exp(self, input: Any, /) -> Any:
+    def Exp(self, input: Any) -> Any:
         """Calculates the exponential of the given input tensor, element-wise."""
         ...
-    def Expand(self, input: Any, shape: Any, /) -> Any:
+    def Expand(self, input: Any, shape: Any) -> Any:
         """Broadcast the input tensor following the given shape and the broadcast rule. The broadcast rule is similar to numpy.array(input) * numpy.ones(shape): Dimensions are right alignment; Two corresponding dimensions must have the same value, or one of them is equal to 1. Also, this operator is similar..."""
         ...
-    def EyeLike(self, input: Any, /, *, dtype: int = ..., k: int = ...) -> Any:
+    def EyeLike(self, input: Any, *, dtype: int = ..., k: int = ...) -> Any:
         """Generate a 2D tensor (matrix) with ones on the diagonal and zeros everywhere else. Only 2D tensors are supported, i.e. input T1 must be of rank 2. The shape of the output tensor is the same as the input tensor. The data type can be specified by the 'dtype' argument. If 'dtype' is not specified, t..."""
         ...
     def FeatureVectorizer(self, *X: Any, inputdimensions: Sequence[int] = ...) -> Any:
         """Concatenates input tensors into one continuous output.<br> All input shapes are 2-D and are concatenated along the second dimension. 1-D tensors are treated as [1,C]. Inputs are copied to the output maintaining the order of the input arguments.<br> All inputs must be integers or floats, while the..."""
         ...
-    def Flatten(self, input: Any, /, *, axis: int = ...) -> Any:
+    def Flatten(self, input: Any, *, axis: int = ...) -> Any:
         """Flattens the input tensor into a 2D matrix. If input tensor has shape (d_0, d_1, ... d_n) then the output will have shape (d_0 X d_1 ... d_(axis-1), d_axis X d_(axis+1) ... X dn)."""
         ...
-    def Floor(self, X: Any, /) -> Any:
+    def Floor(self, X: Any) -> Any:
         """Floor takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the floor is, y = floor(x), is applied to the tensor elementwise. If x is integral, +0, -0, NaN, or infinite, x itself is returned."""
         ...
-    def GRU(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, /, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> tuple[Any, ...]:
+    def GRU(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> tuple[Any, ...]:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
-    def Gather(self, data: Any, indices: Any, /, *, axis: int = ...) -> Any:
+    def Gather(self, data: Any, indices: Any, *, axis: int = ...) -> Any:
         """Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them in an output tensor of rank q + (r - 1)."""
         ...
-    def GatherElements(self, data: Any, indices: Any, /, *, axis: int = ...) -> Any:
+    def GatherElements(self, data: Any, indices: Any, *, axis: int = ...) -> Any:
         """GatherElements takes two inputs `data` and `indices` of the same rank r >= 1 and an optional attribute `axis` that identifies an axis of `data` (by default, the outer-most axis, that is axis 0). It is an indexing operation that produces its output by indexing into the input data tensor at index p..."""
         ...
-    def GatherND(self, data: Any, indices: Any, /, *, batch_dims: int = ...) -> Any:
+    def GatherND(self, data: Any, indices: Any, *, batch_dims: int = ...) -> Any:
         """Given `data` tensor of rank `r` >= 1, `indices` tensor of rank `q` >= 1, and `batch_dims` integer `b`, this operator gathers slices of `data` into an output tensor of rank `q + r - indices_shape[-1] - 1 - b`."""
         ...
-    def Gelu(self, X: Any, /, *, approximate: str = ...) -> Any:
+    def Gelu(self, X: Any, *, approximate: str = ...) -> Any:
         """Gelu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the gaussian error linear units function, $y = 0.5 * x * (1 + erf(x/sqrt(2)))$ is applied to the tensor elementwise. If the attribute "approximate" is set to "tanh", the function estimation, $y = 0.5 * x * (1 + T..."""
         ...
-    def Gemm(self, A: Any, B: Any, C: Any = None, /, *, alpha: float = ..., beta: float = ..., transA: int = ..., transB: int = ...) -> Any:
+    def Gemm(self, A: Any, B: Any, C: Any = None, *, alpha: float = ..., beta: float = ..., transA: int = ..., transB: int = ...) -> Any:
         """General Matrix multiplication: https://en.wikipedia.org/wiki/Basic_Linear_Algebra_Subprograms#Level_3"""
         ...
-    def GlobalAveragePool(self, X: Any, /) -> Any:
+    def GlobalAveragePool(self, X: Any) -> Any:
         """GlobalAveragePool consumes an input tensor X and applies average pooling across the values in the same channel. This is equivalent to AveragePool with kernel size equal to the spatial dimension of input tensor."""
         ...
-    def GlobalLpPool(self, X: Any, /, *, p: int = ...) -> Any:
+    def GlobalLpPool(self, X: Any, *, p: int = ...) -> Any:
         """GlobalLpPool consumes an input tensor X and applies lp pool pooling across the values in the same channel. This is equivalent to LpPool with kernel size equal to the spatial dimension of input tensor."""
         ...
-    def GlobalMaxPool(self, X: Any, /) -> Any:
+    def GlobalMaxPool(self, X: Any) -> Any:
         """GlobalMaxPool consumes an input tensor X and applies max pooling across the values in the same channel. This is equivalent to MaxPool with kernel size equal to the spatial dimension of input tensor."""
         ...
-    def Greater(self, A: Any, B: Any, /) -> Any:
+    def Greater(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `greater` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def GreaterOrEqual(self, A: Any, B: Any, /) -> Any:
+    def GreaterOrEqual(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `greater_equal` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def GridSample(self, X: Any, grid: Any, /, *, align_corners: int = ..., mode: str = ..., padding_mode: str = ...) -> Any:
+    def GridSample(self, X: Any, grid: Any, *, align_corners: int = ..., mode: str = ..., padding_mode: str = ...) -> Any:
         """Given an input `X` and a flow-field `grid`, computes the output `Y` using `X` values and pixel locations from the `grid`. For spatial input `X` with shape (N, C, H, W), the `grid` will have shape (N, H_out, W_out, 2), the output `Y` will have shape (N, C, H_out, W_out). For volumetric input `X` w..."""
         ...
-    def GroupNormalization(self, X: Any, scale: Any, bias: Any, /, *, epsilon: float = ..., num_groups: int, stash_type: int = ...) -> Any:
+    def GroupNormalization(self, X: Any, scale: Any, bias: Any, *, epsilon: float = ..., num_groups: int, stash_type: int = ...) -> Any:
         """A GroupNormalization function. Carries out group normalization as described in the paper https://arxiv.org/abs/1803.08494"""
         ...
-    def HammingWindow(self, size: Any, /, *, output_datatype: int = ..., periodic: int = ...) -> Any:
+    def HammingWindow(self, size: Any, *, output_datatype: int = ..., periodic: int = ...) -> Any:
         """Generates a Hamming window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
-    def HannWindow(self, size: Any, /, *, output_datatype: int = ..., periodic: int = ...) -> Any:
+    def HannWindow(self, size: Any, *, output_datatype: int = ..., periodic: int = ...) -> Any:
         """Generates a Hann window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
-    def HardSigmoid(self, X: Any, /, *, alpha: float = ..., beta: float = ...) -> Any:
+    def HardSigmoid(self, X: Any, *, alpha: float = ..., beta: float = ...) -> Any:
         """HardSigmoid takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the HardSigmoid function, y = max(0, min(1, alpha * x + beta)), is applied to the tensor elementwise."""
         ...
-    def HardSwish(self, X: Any, /) -> Any:
+    def HardSwish(self, X: Any) -> Any:
         """HardSwish takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the HardSwish function, y = x * max(0, min(1, alpha * x + beta)) = x * HardSigmoid<alpha, beta>(x), where alpha = 1/6 and beta = 0.5, is applied to the tensor elementwise."""
         ...
-    def Hardmax(self, input: Any, /, *, axis: int = ...) -> Any:
+    def Hardmax(self, input: Any, *, axis: int = ...) -> Any:
         """The operator computes the hardmax values for the given input:"""
         ...
-    def Identity(self, input: Any, /) -> Any:
+    def Identity(self, input: Any) -> Any:
         """Identity operator"""
         ...
-    def If(self, cond: Any, /, *, else_branch: Any, then_branch: Any) -> Any:
+    def If(self, cond: Any, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def ImageDecoder(self, encoded_stream: Any, /, *, pixel_format: str = ...) -> Any:
+    def ImageDecoder(self, encoded_stream: Any, *, pixel_format: str = ...) -> Any:
         """Loads and decodes and image from a file. If it can't decode for any reason (e.g. corrupted encoded stream, invalid format, it will return an empty matrix). The following image formats are supported: * BMP * JPEG (note: Lossless JPEG support is optional) * JPEG2000 * TIFF * PNG * WebP * Portable i..."""
         ...
-    def Imputer(self, X: Any, /, *, imputed_value_floats: Sequence[float] = ..., imputed_value_int64s: Sequence[int] = ..., replaced_value_float: float = ..., replaced_value_int64: int = ...) -> Any:
+    def Imputer(self, X: Any, *, imputed_value_floats: Sequence[float] = ..., imputed_value_int64s: Sequence[int] = ..., replaced_value_float: float = ..., replaced_value_int64: int = ...) -> Any:
         """Replaces inputs that equal one value with another, leaving all other elements alone.<br> This operator is typically used to replace missing values in situations where they have a canonical representation, such as -1, 0, NaN, or some extreme value.<br> One and only one of imputed_value_floats or i..."""
         ...
-    def InstanceNormalization(self, input: Any, scale: Any, B: Any, /, *, epsilon: float = ...) -> Any:
+    def InstanceNormalization(self, input: Any, scale: Any, B: Any, *, epsilon: float = ...) -> Any:
         """Carries out instance normalization as described in the paper https://arxiv.org/abs/1607.08022."""
         ...
-    def IsInf(self, X: Any, /, *, detect_negative: int = ..., detect_positive: int = ...) -> Any:
+    def IsInf(self, X: Any, *, detect_negative: int = ..., detect_positive: int = ...) -> Any:
         """Map infinity to true and other values to false."""
         ...
-    def IsNaN(self, X: Any, /) -> Any:
+    def IsNaN(self, X: Any) -> Any:
         """Returns which elements of the input are NaN."""
         ...
-    def LRN(self, X: Any, /, *, alpha: float = ..., beta: float = ..., bias: float = ..., size: int) -> Any:
+    def LRN(self, X: Any, *, alpha: float = ..., beta: float = ..., bias: float = ..., size: int) -> Any:
         """Local Response Normalization proposed in the [AlexNet paper](https://papers.nips.cc/paper/4824-imagenet-classification-with-deep-convolutional-neural-networks.pdf). It normalizes over local input regions. The local region is defined across the channels. For an element `X[n, c, d1, ..., dk]` in a ..."""
         ...
-    def LSTM(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, initial_c: Any = None, P: Any = None, /, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> tuple[Any, ...]:
+    def LSTM(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, initial_c: Any = None, P: Any = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> tuple[Any, ...]:
         """Computes an one-layer LSTM. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
-    def LabelEncoder(self, X: Any, /, *, default_float: float = ..., default_int64: int = ..., default_string: str = ..., default_tensor: Any = ..., keys_floats: Sequence[float] = ..., keys_int64s: Sequence[int] = ..., keys_strings: Sequence[str] = ..., keys_tensor: Any = ..., values_floats: Sequence[float] = ..., values_int64s: Sequence[int] = ..., values_strings: Sequence[str] = ..., values_tensor: Any = ...) -> Any:
+    def LabelEncoder(self, X: Any, *, default_float: float = ..., default_int64: int = ..., default_string: str = ..., default_tensor: Any = ..., keys_floats: Sequence[float] = ..., keys_int64s: Sequence[int] = ..., keys_strings: Sequence[str] = ..., keys_tensor: Any = ..., values_floats: Sequence[float] = ..., values_int64s: Sequence[int] = ..., values_strings: Sequence[str] = ..., values_tensor: Any = ...) -> Any:
         """Maps each element in the input tensor to another value.<br> The mapping is determined by the two parallel attributes, 'keys_*' and 'values_*' attribute. The i-th value in the specified 'keys_*' attribute would be mapped to the i-th value in the specified 'values_*' attribute. It implies that inpu..."""
         ...
-    def LayerNormalization(self, X: Any, Scale: Any, B: Any = None, /, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> tuple[Any, ...]:
+    def LayerNormalization(self, X: Any, Scale: Any, B: Any = None, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> tuple[Any, ...]:
         """This is layer normalization defined in ONNX as function. The overall computation can be split into two stages. The first stage is standardization, which makes the normalized elements have zero mean and unit variances. The computation required by standardization can be described by the following e..."""
         ...
-    def LeakyRelu(self, X: Any, /, *, alpha: float = ...) -> Any:
+    def LeakyRelu(self, X: Any, *, alpha: float = ...) -> Any:
         """LeakyRelu takes input data (Tensor<T>) and an argument alpha, and produces one output data (Tensor<T>) where the function `f(x) = alpha * x for x < 0`, `f(x) = x for x >= 0`, is applied to the data tensor elementwise."""
         ...
-    def Less(self, A: Any, B: Any, /) -> Any:
+    def Less(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `less` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def LessOrEqual(self, A: Any, B: Any, /) -> Any:
+    def LessOrEqual(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `less_equal` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def LinearAttention(self, query: Any, key: Any, value: Any, past_state: Any = None, decay: Any = None, beta: Any = None, /, *, chunk_size: int = ..., kv_num_heads: int, q_num_heads: int, scale: float = ..., update_rule: str = ...) -> tuple[Any, ...]:
+    def LinearAttention(self, query: Any, key: Any, value: Any, past_state: Any = None, decay: Any = None, beta: Any = None, *, chunk_size: int = ..., kv_num_heads: int, q_num_heads: int, scale: float = ..., update_rule: str = ...) -> tuple[Any, ...]:
         """Unified linear attention operator for autoregressive decoding (T=1) and prefill (T>1)."""
         ...
-    def LinearClassifier(self, X: Any, /, *, classlabels_ints: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., coefficients: Sequence[float], intercepts: Sequence[float] = ..., multi_class: int = ..., post_transform: str = ...) -> tuple[Any, ...]:
+    def LinearClassifier(self, X: Any, *, classlabels_ints: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., coefficients: Sequence[float], intercepts: Sequence[float] = ..., multi_class: int = ..., post_transform: str = ...) -> tuple[Any, ...]:
         """Linear classifier"""
         ...
-    def LinearRegressor(self, X: Any, /, *, coefficients: Sequence[float] = ..., intercepts: Sequence[float] = ..., post_transform: str = ..., targets: int = ...) -> Any:
+    def LinearRegressor(self, X: Any, *, coefficients: Sequence[float] = ..., intercepts: Sequence[float] = ..., post_transform: str = ..., targets: int = ...) -> Any:
         """Generalized linear regression evaluation.<br> If targets is set to 1 (default) then univariate regression is performed.<br> If targets is set to M then M sets of coefficients must be passed in as a sequence and M results will be output for each input n in N.<br> The coefficients array is of lengt..."""
         ...
-    def Log(self, input: Any, /) -> Any:
+    def Log(self, input: Any) -> Any:
         """Calculates the natural log of the given input tensor, element-wise."""
         ...
-    def LogSoftmax(self, input: Any, /, *, axis: int = ...) -> Any:
+    def LogSoftmax(self, input: Any, *, axis: int = ...) -> Any:
         """The operator computes the log of softmax values for the given input:"""
         ...
     def Loop(self, M: Any = None, cond: Any = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def LpNormalization(self, input: Any, /, *, axis: int = ..., p: int = ...) -> Any:
+    def LpNormalization(self, input: Any, *, axis: int = ..., p: int = ...) -> Any:
         """Given a matrix, apply Lp-normalization along the provided axis. The output is computed as: `output = input / Lp_norm(input, axis)`. When the Lp norm is zero (i.e., all elements along the axis are zero), the output is defined to be zero to avoid division by zero."""
         ...
-    def LpPool(self, X: Any, /, *, auto_pad: str = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], p: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def LpPool(self, X: Any, *, auto_pad: str = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], p: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """LpPool consumes an input tensor X and applies Lp pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. Lp pooling consisting of computing the Lp norm on all values of a subset of the input tensor according to the kernel size and downsampling the data into the output ..."""
         ...
-    def MatMul(self, A: Any, B: Any, /) -> Any:
+    def MatMul(self, A: Any, B: Any) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html)."""
         ...
-    def MatMulInteger(self, A: Any, B: Any, a_zero_point: Any = None, b_zero_point: Any = None, /) -> Any:
+    def MatMulInteger(self, A: Any, B: Any, a_zero_point: Any = None, b_zero_point: Any = None) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html). The production MUST never overflow. The accumulation may overflow if and only if in 32 bits."""
         ...
     def Max(self, *data_0: Any) -> Any:
         """Element-wise max of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-style) broadcasting**; for more details please check [the doc](Broadcasting.md)."""
         ...
-    def MaxPool(self, X: Any, /, *, auto_pad: str = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., storage_order: int = ..., strides: Sequence[int] = ...) -> tuple[Any, ...]:
+    def MaxPool(self, X: Any, *, auto_pad: str = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., storage_order: int = ..., strides: Sequence[int] = ...) -> tuple[Any, ...]:
         """MaxPool consumes an input tensor X and applies max pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. max pooling consisting of computing the max on all values of a subset of the input tensor according to the kernel size and downsampling the data into the output t..."""
         ...
-    def MaxRoiPool(self, X: Any, rois: Any, /, *, pooled_shape: Sequence[int], spatial_scale: float = ...) -> Any:
+    def MaxRoiPool(self, X: Any, rois: Any, *, pooled_shape: Sequence[int], spatial_scale: float = ...) -> Any:
         """ROI max pool consumes an input tensor X and region of interests (RoIs) to apply max pooling across each RoI, to produce output 4-D tensor of shape (num_rois, channels, pooled_shape[0], pooled_shape[1])."""
         ...
-    def MaxUnpool(self, X: Any, I: Any, output_shape: Any = None, /, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def MaxUnpool(self, X: Any, I: Any, output_shape: Any = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """MaxUnpool essentially computes the partial inverse of the MaxPool op. The input information to this op is typically the output information from a MaxPool op. The first input tensor X is the tensor that needs to be unpooled, which is typically the pooled tensor (first output) from MaxPool. The sec..."""
         ...
     def Mean(self, *data_0: Any) -> Any:
         """Element-wise mean of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-style) broadcasting**; for more details please check [the doc](Broadcasting.md)."""
         ...
-    def MeanVarianceNormalization(self, X: Any, /, *, axes: Sequence[int] = ...) -> Any:
+    def MeanVarianceNormalization(self, X: Any, *, axes: Sequence[int] = ...) -> Any:
         """A MeanVarianceNormalization Function: Perform mean variance normalization on the input tensor X using formula: `(X-EX)/sqrt(E(X-EX)^2)`"""
         ...
-    def MelWeightMatrix(self, num_mel_bins: Any, dft_length: Any, sample_rate: Any, lower_edge_hertz: Any, upper_edge_hertz: Any, /, *, output_datatype: int = ...) -> Any:
+    def MelWeightMatrix(self, num_mel_bins: Any, dft_length: Any, sample_rate: Any, lower_edge_hertz: Any, upper_edge_hertz: Any, *, output_datatype: int = ...) -> Any:
         """Generate a MelWeightMatrix that can be used to re-weight a Tensor containing a linearly sampled frequency spectra (from DFT or STFT) into num_mel_bins frequency information based on the [lower_edge_hertz, upper_edge_hertz] range on the mel scale. This function defines the mel scale in terms of a ..."""
         ...
     def Min(self, *data_0: Any) -> Any:
         """Element-wise min of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-style) broadcasting**; for more details please check [the doc](Broadcasting.md)."""
         ...
-    def Mish(self, X: Any, /) -> Any:
+    def Mish(self, X: Any) -> Any:
         """Mish: A Self Regularized Non-Monotonic Neural Activation Function."""
         ...
-    def Mod(self, A: Any, B: Any, /, *, fmod: int = ...) -> Any:
+    def Mod(self, A: Any, B: Any, *, fmod: int = ...) -> Any:
         """Performs an element-wise binary modulo operation. The `fmod` attribute determines how the quotient is rounded. Its value must be `0` (default) or `1`."""
         ...
-    def Mul(self, A: Any, B: Any, /) -> Any:
+    def Mul(self, A: Any, B: Any) -> Any:
         """Performs element-wise binary multiplication (with Numpy-style broadcasting support)."""
         ...
-    def Multinomial(self, input: Any, /, *, dtype: int = ..., sample_size: int = ..., seed: float = ...) -> Any:
+    def Multinomial(self, input: Any, *, dtype: int = ..., sample_size: int = ..., seed: float = ...) -> Any:
         """Generate a tensor of samples from a multinomial distribution according to the probabilities of each of the possible outcomes."""
         ...
-    def Neg(self, X: Any, /) -> Any:
+    def Neg(self, X: Any) -> Any:
         """Neg takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where each element flipped sign, y = -x, is applied to the tensor elementwise."""
         ...
-    def NegativeLogLikelihoodLoss(self, input: Any, target: Any, weight: Any = None, /, *, ignore_index: int = ..., reduction: str = ...) -> Any:
+    def NegativeLogLikelihoodLoss(self, input: Any, target: Any, weight: Any = None, *, ignore_index: int = ..., reduction: str = ...) -> Any:
         """A NegativeLogLikelihoodLoss operator computes (weighted) negative log likelihood loss. Its "input" tensor has the shape of (N, C, d1, d2, ..., dk) where k >= 0. The "input" tensor contains log-probabilities for input[n, :, d_1, d_2,..., d_k] being in a class of [0, C). The operator's "target" inp..."""
         ...
-    def NonMaxSuppression(self, boxes: Any, scores: Any, max_output_boxes_per_class: Any = None, iou_threshold: Any = None, score_threshold: Any = None, /, *, center_point_box: int = ...) -> Any:
+    def NonMaxSuppression(self, boxes: Any, scores: Any, max_output_boxes_per_class: Any = None, iou_threshold: Any = None, score_threshold: Any = None, *, center_point_box: int = ...) -> Any:
         """Filter out boxes that have high intersection-over-union (IOU) overlap with previously selected boxes. Bounding boxes with score less than score_threshold are removed. Bounding box format is indicated by attribute center_point_box. Boxes are suppressed if their IOU with a previously selected box i..."""
         ...
-    def NonZero(self, X: Any, /) -> Any:
+    def NonZero(self, X: Any) -> Any:
         """Returns the indices of the elements that are non-zero (in row-major order - by dimension). NonZero behaves similar to numpy.nonzero: https://docs.scipy.org/doc/numpy/reference/generated/numpy.nonzero.html, but for scalar input, NonZero produces output shape (0, N) instead of (1, N), which is diff..."""
         ...
-    def Normalizer(self, X: Any, /, *, norm: str = ...) -> Any:
+    def Normalizer(self, X: Any, *, norm: str = ...) -> Any:
         """Normalize the input. There are three normalization modes, which have the corresponding formulas, defined using element-wise infix operators '/' and '^' and tensor-wide functions 'max' and 'sum':<br> <br> Max: Y = X / max(X)<br> L1: Y = X / sum(X)<br> L2: Y = sqrt(X^2 / sum(X^2)}<br> In all modes,..."""
         ...
-    def Not(self, X: Any, /) -> Any:
+    def Not(self, X: Any) -> Any:
         """Returns the negation of the input tensor element-wise."""
         ...
-    def OneHot(self, indices: Any, depth: Any, values: Any, /, *, axis: int = ...) -> Any:
+    def OneHot(self, indices: Any, depth: Any, values: Any, *, axis: int = ...) -> Any:
         """Produces a one-hot tensor based on inputs. The locations represented by the index values in the 'indices' input tensor will have 'on_value' and the other locations will have 'off_value' in the output tensor, where 'on_value' and 'off_value' are specified as part of required input argument 'values..."""
         ...
-    def OneHotEncoder(self, X: Any, /, *, cats_int64s: Sequence[int] = ..., cats_strings: Sequence[str] = ..., zeros: int = ...) -> Any:
+    def OneHotEncoder(self, X: Any, *, cats_int64s: Sequence[int] = ..., cats_strings: Sequence[str] = ..., zeros: int = ...) -> Any:
         """Replace each input element with an array of ones and zeros, where a single one is placed at the index of the category that was passed in. The total category count will determine the size of the extra dimension of the output array Y.<br> For example, if we pass a tensor with a single value of 4, a..."""
         ...
-    def Optional(self, input: Any = None, /, *, type: Any = ...) -> Any:
+    def Optional(self, input: Any = None, *, type: Any = ...) -> Any:
         """Constructs an optional-type value containing either an empty optional of a certain type specified by the attribute, or a non-empty value containing the input element."""
         ...
-    def OptionalGetElement(self, input: Any, /) -> Any:
+    def OptionalGetElement(self, input: Any) -> Any:
         """If the input is a tensor or sequence type, it returns the input. If the input is an optional type, it outputs the element in the input. It is an error if the input is an empty optional-type (i.e. does not have an element) and the behavior is undefined in this case."""
         ...
-    def OptionalHasElement(self, input: Any = None, /) -> Any:
+    def OptionalHasElement(self, input: Any = None) -> Any:
         """Returns true if (1) the input is an optional-type and contains an element, or, (2) the input is a tensor or sequence type. If the input is not provided or is an empty optional-type, this op returns false."""
         ...
-    def Or(self, A: Any, B: Any, /) -> Any:
+    def Or(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `or` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def PRelu(self, X: Any, slope: Any, /) -> Any:
+    def PRelu(self, X: Any, slope: Any) -> Any:
         """PRelu takes input data (Tensor<T>) and slope tensor as input, and produces one output data (Tensor<T>) where the function `f(x) = slope * x for x < 0`, `f(x) = x for x >= 0`., is applied to the data tensor elementwise. This operator supports **unidirectional broadcasting** (tensor slope should be..."""
         ...
-    def Pad(self, data: Any, pads: Any, constant_value: Any = None, axes: Any = None, /, *, mode: str = ...) -> Any:
+    def Pad(self, data: Any, pads: Any, constant_value: Any = None, axes: Any = None, *, mode: str = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a padded tensor (`output`) is generated."""
         ...
-    def Pow(self, X: Any, Y: Any, /) -> Any:
+    def Pow(self, X: Any, Y: Any) -> Any:
         """Pow takes input data (Tensor<T>) and exponent Tensor, and produces one output data (Tensor<T>) where the function `f(x) = x^exponent`, is applied to the data tensor elementwise. This operator supports **multidirectional (i.e., Numpy-style) broadcasting**; for more details please check [the doc](B..."""
         ...
-    def QLinearConv(self, x: Any, x_scale: Any, x_zero_point: Any, w: Any, w_scale: Any, w_zero_point: Any, y_scale: Any, y_zero_point: Any, B: Any = None, /, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def QLinearConv(self, x: Any, x_scale: Any, x_zero_point: Any, w: Any, w_scale: Any, w_zero_point: Any, y_scale: Any, y_zero_point: Any, B: Any = None, *, auto_pad: str = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The convolution operator consumes a quantized input tensor, its scale and zero point, a quantized filter, its scale and zero point, and output's scale and zero point, and computes the quantized output. Each scale and zero-point pair must have same shape. It means they must be either scalars (per ..."""
         ...
-    def QLinearMatMul(self, a: Any, a_scale: Any, a_zero_point: Any, b: Any, b_scale: Any, b_zero_point: Any, y_scale: Any, y_zero_point: Any, /) -> Any:
+    def QLinearMatMul(self, a: Any, a_scale: Any, a_zero_point: Any, b: Any, b_scale: Any, b_zero_point: Any, y_scale: Any, y_zero_point: Any) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html). It consumes two quantized input tensors, their scales and zero points, scale and zero point of output, and computes the quantized output. The quantization formula is y = saturate((..."""
         ...
-    def QuantizeLinear(self, x: Any, y_scale: Any, y_zero_point: Any = None, /, *, axis: int = ..., block_size: int = ..., output_dtype: int = ..., precision: int = ..., saturate: int = ...) -> Any:
+    def QuantizeLinear(self, x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = ..., block_size: int = ..., output_dtype: int = ..., precision: int = ..., saturate: int = ...) -> Any:
         """The linear quantization operator consumes a high-precision tensor, a scale, and a zero point to compute the low-precision/quantized tensor. The scale factor and zero point must have the same shape, determining the quantization granularity. The quantization formula is `y = saturate((x / y_scale) +..."""
         ...
-    def RMSNormalization(self, X: Any, scale: Any, /, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> Any:
+    def RMSNormalization(self, X: Any, scale: Any, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> Any:
         """This is RMS normalization defined in ONNX as function as described in the paper https://arxiv.org/pdf/1910.07467. The overall computation can be split into two stages. The root mean squared norm is taken over the last D dimensions, where D is the dimension of normalized_shape. For example, if nor..."""
         ...
-    def RNN(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, /, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., layout: int = ...) -> tuple[Any, ...]:
+    def RNN(self, X: Any, W: Any, R: Any, B: Any = None, sequence_lens: Any = None, initial_h: Any = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str = ..., hidden_size: int = ..., layout: int = ...) -> tuple[Any, ...]:
         """Computes an one-layer simple RNN. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
-    def RandomNormal(self, /, *, dtype: int = ..., mean: float = ..., scale: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
+    def RandomNormal(self, *, dtype: int = ..., mean: float = ..., scale: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
         """Generate a tensor with random values drawn from a normal distribution. The shape of the tensor is specified by the `shape` argument and the parameter of the normal distribution specified by `mean` and `scale`."""
         ...
-    def RandomNormalLike(self, input: Any, /, *, dtype: int = ..., mean: float = ..., scale: float = ..., seed: float = ...) -> Any:
+    def RandomNormalLike(self, input: Any, *, dtype: int = ..., mean: float = ..., scale: float = ..., seed: float = ...) -> Any:
         """Generate a tensor with random values drawn from a normal distribution. The shape of the output tensor is copied from the shape of the input tensor, and the parameters of the normal distribution are specified by `mean` and `scale`."""
         ...
-    def RandomUniform(self, /, *, dtype: int = ..., high: float = ..., low: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
+    def RandomUniform(self, *, dtype: int = ..., high: float = ..., low: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
         """Generate a tensor with random values drawn from a uniform distribution. The shape of the tensor is specified by the `shape` argument and the range by `low` and `high`."""
         ...
-    def RandomUniformLike(self, input: Any, /, *, dtype: int = ..., high: float = ..., low: float = ..., seed: float = ...) -> Any:
+    def RandomUniformLike(self, input: Any, *, dtype: int = ..., high: float = ..., low: float = ..., seed: float = ...) -> Any:
         """Generate a tensor with random values drawn from a uniform distribution. The shape of the output tensor is copied from the shape of the input tensor, and the parameters of the uniform distribution are specified by `low` and `high`."""
         ...
-    def Range(self, start: Any, limit: Any, delta: Any, /, *, stash_type: int = ...) -> Any:
+    def Range(self, start: Any, limit: Any, delta: Any, *, stash_type: int = ...) -> Any:
         """Generate a tensor containing a sequence of numbers that begin at `start` and extends by increments of `delta` up to `limit` (exclusive)."""
         ...
-    def Reciprocal(self, X: Any, /) -> Any:
+    def Reciprocal(self, X: Any) -> Any:
         """Reciprocal takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the reciprocal is, y = 1/x, is applied to the tensor elementwise."""
         ...
-    def ReduceL1(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceL1(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the L1 norm of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empt..."""
         ...
-    def ReduceL2(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceL2(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the L2 norm of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empt..."""
         ...
-    def ReduceLogSum(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSum(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empt..."""
         ...
-    def ReduceLogSumExp(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSumExp(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum exponent of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction ove..."""
         ...
-    def ReduceMax(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMax(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the max of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empty se..."""
         ...
-    def ReduceMean(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMean(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the mean of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empty s..."""
         ...
-    def ReduceMin(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMin(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the min of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empty se..."""
         ...
-    def ReduceProd(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceProd(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the product of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empt..."""
         ...
-    def ReduceSum(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceSum(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the sum of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an empty se..."""
         ...
-    def ReduceSumSquare(self, data: Any, axes: Any = None, /, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceSumSquare(self, data: Any, axes: Any = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the sum square of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tensor has the reduced dimension pruned. Input tensors of rank zero are valid. Reduction over an e..."""
         ...
-    def RegexFullMatch(self, X: Any, /, *, pattern: str = ...) -> Any:
+    def RegexFullMatch(self, X: Any, *, pattern: str = ...) -> Any:
         """RegexFullMatch performs a full regex match on each element of the input tensor. If an element fully matches the regex pattern specified as an attribute, the corresponding element in the output is True and it is False otherwise. [RE2](https://github.com/google/re2/wiki/Syntax) regex syntax is used."""
         ...
-    def Relu(self, X: Any, /) -> Any:
+    def Relu(self, X: Any) -> Any:
         """Relu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the rectified linear function, y = max(0, x), is applied to the tensor elementwise."""
         ...
-    def Reshape(self, data: Any, shape: Any, /, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: Any, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimension of the new shape can be -1. In this case, the value is inferred from the size of the tensor and..."""
         ...
-    def Resize(self, X: Any, roi: Any = None, scales: Any = None, sizes: Any = None, /, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str = ..., mode: str = ..., nearest_mode: str = ...) -> Any:
+    def Resize(self, X: Any, roi: Any = None, scales: Any = None, sizes: Any = None, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str = ..., mode: str = ..., nearest_mode: str = ...) -> Any:
         """Resize the input tensor. In general, it calculates every value in the output tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the input tensor. Each dimension value of the output tensor is: ``` output_dimension = floor(input_dimension * (roi_end - roi_start) * scale) ``..."""
         ...
-    def ReverseSequence(self, input: Any, sequence_lens: Any, /, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
+    def ReverseSequence(self, input: Any, sequence_lens: Any, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
         """Reverse batch of sequences having different lengths specified by `sequence_lens`."""
         ...
-    def RoiAlign(self, X: Any, rois: Any, batch_indices: Any, /, *, coordinate_transformation_mode: str = ..., mode: str = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
+    def RoiAlign(self, X: Any, rois: Any, batch_indices: Any, *, coordinate_transformation_mode: str = ..., mode: str = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
         """Region of Interest (RoI) align operation described in the [Mask R-CNN paper](https://arxiv.org/abs/1703.06870). RoiAlign consumes an input tensor X and region of interests (rois) to apply pooling across each RoI; it produces a 4-D tensor of shape (num_rois, C, output_height, output_width)."""
         ...
-    def RotaryEmbedding(self, X: Any, cos_cache: Any, sin_cache: Any, position_ids: Any = None, /, *, interleaved: int = ..., num_heads: int = ..., rotary_embedding_dim: int = ...) -> Any:
+    def RotaryEmbedding(self, X: Any, cos_cache: Any, sin_cache: Any, position_ids: Any = None, *, interleaved: int = ..., num_heads: int = ..., rotary_embedding_dim: int = ...) -> Any:
         """RotaryEmbedding is the implementation of rotary positional embeddings (RoPE) based on the paper https://arxiv.org/pdf/2104.09864. The key advantage of RoPE is that it allows the model to understand both the absolute position of a token and the relative distances between tokens. This is achieved t..."""
         ...
-    def Round(self, X: Any, /) -> Any:
+    def Round(self, X: Any) -> Any:
         """Round takes one input Tensor and rounds the values, element-wise, meaning it finds the nearest integer for each value. In case of halves, the rule is to round them to the nearest even integer. If input x is integral, +0, -0, NaN, or infinite, x itself is returned. The output tensor has the same s..."""
         ...
-    def STFT(self, signal: Any, frame_step: Any, window: Any = None, frame_length: Any = None, /, *, onesided: int = ...) -> Any:
+    def STFT(self, signal: Any, frame_step: Any, window: Any = None, frame_length: Any = None, *, onesided: int = ...) -> Any:
         """Computes the Short-time Fourier Transform of the signal."""
         ...
-    def SVMClassifier(self, X: Any, /, *, classlabels_ints: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., coefficients: Sequence[float] = ..., kernel_params: Sequence[float] = ..., kernel_type: str = ..., post_transform: str = ..., prob_a: Sequence[float] = ..., prob_b: Sequence[float] = ..., rho: Sequence[float] = ..., support_vectors: Sequence[float] = ..., vectors_per_class: Sequence[int] = ...) -> tuple[Any, ...]:
+    def SVMClassifier(self, X: Any, *, classlabels_ints: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., coefficients: Sequence[float] = ..., kernel_params: Sequence[float] = ..., kernel_type: str = ..., post_transform: str = ..., prob_a: Sequence[float] = ..., prob_b: Sequence[float] = ..., rho: Sequence[float] = ..., support_vectors: Sequence[float] = ..., vectors_per_class: Sequence[int] = ...) -> tuple[Any, ...]:
         """Support Vector Machine classifier"""
         ...
-    def SVMRegressor(self, X: Any, /, *, coefficients: Sequence[float] = ..., kernel_params: Sequence[float] = ..., kernel_type: str = ..., n_supports: int = ..., one_class: int = ..., post_transform: str = ..., rho: Sequence[float] = ..., support_vectors: Sequence[float] = ...) -> Any:
+    def SVMRegressor(self, X: Any, *, coefficients: Sequence[float] = ..., kernel_params: Sequence[float] = ..., kernel_type: str = ..., n_supports: int = ..., one_class: int = ..., post_transform: str = ..., rho: Sequence[float] = ..., support_vectors: Sequence[float] = ...) -> Any:
         """Support Vector Machine regression prediction and one-class SVM anomaly detection."""
         ...
-    def Scaler(self, X: Any, /, *, offset: Sequence[float] = ..., scale: Sequence[float] = ...) -> Any:
+    def Scaler(self, X: Any, *, offset: Sequence[float] = ..., scale: Sequence[float] = ...) -> Any:
         """Rescale input data, for example to standardize features by removing the mean and scaling to unit variance."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
         """Scan can be used to iterate over one or more scan_input tensors, constructing zero or more scan_output tensors. It combines ideas from general recurrences, functional programming constructs such as scan, fold, map, and zip, and is intended to enable generalizations of RNN-like constructs for sequ..."""
         ...
-    def Scatter(self, data: Any, indices: Any, updates: Any, /, *, axis: int = ...) -> Any:
+    def Scatter(self, data: Any, indices: Any, updates: Any, *, axis: int = ...) -> Any:
         """Given `data`, `updates` and `indices` input tensors of rank r >= 1, write the values provided by `updates` into the first input, `data`, along `axis` dimension of `data` (by default outer-most one as axis=0) at corresponding `indices`. For each entry in `updates`, the target index in `data` is sp..."""
         ...
-    def ScatterElements(self, data: Any, indices: Any, updates: Any, /, *, axis: int = ..., reduction: str = ...) -> Any:
+    def ScatterElements(self, data: Any, indices: Any, updates: Any, *, axis: int = ..., reduction: str = ...) -> Any:
         """ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1 and an optional attribute axis that identifies an axis of `data` (by default, the outer-most axis, that is axis 0). The output of the operation is produced by creating a copy of the input `data`, and then ..."""
         ...
-    def ScatterND(self, data: Any, indices: Any, updates: Any, /, *, reduction: str = ...) -> Any:
+    def ScatterND(self, data: Any, indices: Any, updates: Any, *, reduction: str = ...) -> Any:
         """ScatterND takes three inputs `data` tensor of rank r >= 1, `indices` tensor of rank q >= 1, and `updates` tensor of rank q + r - indices.shape[-1] - 1. The output of the operation is produced by creating a copy of the input `data`, and then updating its value to values specified by `updates` at s..."""
         ...
-    def Selu(self, X: Any, /, *, alpha: float = ..., gamma: float = ...) -> Any:
+    def Selu(self, X: Any, *, alpha: float = ..., gamma: float = ...) -> Any:
         """Selu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the scaled exponential linear unit function, `y = gamma * (alpha * e^x - alpha) for x <= 0`, `y = gamma * x for x > 0`, is applied to the tensor elementwise."""
         ...
-    def SequenceAt(self, input_sequence: Any, position: Any, /) -> Any:
+    def SequenceAt(self, input_sequence: Any, position: Any) -> Any:
         """Outputs a tensor copy from the tensor at 'position' in 'input_sequence'. Accepted range for 'position' is in `[-n, n - 1]`, where `n` is the number of tensors in 'input_sequence'. Negative value means counting positions from the back."""
         ...
     def SequenceConstruct(self, *inputs: Any) -> Any:
         """Construct a tensor sequence containing 'inputs' tensors. All tensors in 'inputs' must have the same data type."""
         ...
-    def SequenceEmpty(self, /, *, dtype: int = ...) -> Any:
+    def SequenceEmpty(self, *, dtype: int = ...) -> Any:
         """Construct an empty tensor sequence, with given data type."""
         ...
-    def SequenceErase(self, input_sequence: Any, position: Any = None, /) -> Any:
+    def SequenceErase(self, input_sequence: Any, position: Any = None) -> Any:
         """Outputs a tensor sequence that removes the tensor at 'position' from 'input_sequence'. Accepted range for 'position' is in `[-n, n - 1]`, where `n` is the number of tensors in 'input_sequence'. Negative value means counting positions from the back. 'position' is optional, by default it erases the..."""
         ...
-    def SequenceInsert(self, input_sequence: Any, tensor: Any, position: Any = None, /) -> Any:
+    def SequenceInsert(self, input_sequence: Any, tensor: Any, position: Any = None) -> Any:
         """Outputs a tensor sequence that inserts 'tensor' into 'input_sequence' at 'position'. 'tensor' must have the same data type as 'input_sequence'. Accepted range for 'position' is in `[-n, n]`, where `n` is the number of tensors in 'input_sequence'. Negative value means counting positions from the b..."""
         ...
-    def SequenceLength(self, input_sequence: Any, /) -> Any:
+    def SequenceLength(self, input_sequence: Any) -> Any:
         """Produces a scalar(tensor of empty shape) containing the number of tensors in 'input_sequence'."""
         ...
     def SequenceMap(self, input_sequence: Any, *additional_inputs: Any, body: Any) -> Any:
         """Applies a sub-graph to each sample in the input sequence(s)."""
         ...
-    def Shape(self, data: Any, /, *, end: int = ..., start: int = ...) -> Any:
+    def Shape(self, data: Any, *, end: int = ..., start: int = ...) -> Any:
         """Takes a tensor as input and outputs an 1D int64 tensor containing the shape of the input tensor. Optional attributes start and end can be used to compute a slice of the input tensor's shape. If start axis is omitted, the slice starts from axis 0. The end axis, if specified, is exclusive (and the ..."""
         ...
-    def Shrink(self, input: Any, /, *, bias: float = ..., lambd: float = ...) -> Any:
+    def Shrink(self, input: Any, *, bias: float = ..., lambd: float = ...) -> Any:
         """Shrink takes one input data (Tensor<numeric>) and produces one Tensor output, having same datatype and shape with input. It has two attributes, lambd and bias. The formula of this operator is: If x < -lambd, y = x + bias; If x > lambd, y = x - bias; Otherwise, y = 0."""
         ...
-    def Sigmoid(self, X: Any, /) -> Any:
+    def Sigmoid(self, X: Any) -> Any:
         """Sigmoid takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the sigmoid function, y = 1 / (1 + exp(-x)), is applied to the tensor elementwise."""
         ...
-    def Sign(self, input: Any, /) -> Any:
+    def Sign(self, input: Any) -> Any:
         """Calculate the sign of the given input tensor element-wise. If input > 0, output 1. if input < 0, output -1. if input == 0, output 0."""
         ...
-    def Sin(self, input: Any, /) -> Any:
+    def Sin(self, input: Any) -> Any:
         """Calculates the sine of the given input tensor, element-wise."""
         ...
-    def Sinh(self, input: Any, /) -> Any:
+    def Sinh(self, input: Any) -> Any:
         """Calculates the hyperbolic sine of the given input tensor element-wise."""
         ...
-    def Size(self, data: Any, /) -> Any:
+    def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def Slice(self, data: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None, /) -> Any:
+    def Slice(self, data: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Any:
         """Produces a slice of the input tensor along multiple axes. Similar to numpy: https://numpy.org/doc/stable/user/basics.indexing.html?highlight=slice#slicing-and-striding"""
         ...
-    def Softmax(self, input: Any, /, *, axis: int = ...) -> Any:
+    def Softmax(self, input: Any, *, axis: int = ...) -> Any:
         """The operator computes the normalized exponential values for the given input:"""
         ...
-    def SoftmaxCrossEntropyLoss(self, scores: Any, labels: Any, weights: Any = None, /, *, ignore_index: int = ..., reduction: str = ...) -> tuple[Any, ...]:
+    def SoftmaxCrossEntropyLoss(self, scores: Any, labels: Any, weights: Any = None, *, ignore_index: int = ..., reduction: str = ...) -> tuple[Any, ...]:
         """Loss function that measures the softmax cross entropy between 'scores' and 'labels'. This operator first computes a loss tensor whose shape is identical to the labels input. If the input is 2-D with shape (N, C), the loss tensor may be a N-element vector L = (l_1, l_2, ..., l_N). If the input is ..."""
         ...
-    def Softplus(self, X: Any, /) -> Any:
+    def Softplus(self, X: Any) -> Any:
         """Softplus takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the softplus function, y = ln(exp(x) + 1), is applied to the tensor elementwise."""
         ...
-    def Softsign(self, input: Any, /) -> Any:
+    def Softsign(self, input: Any) -> Any:
         """Calculates the softsign (x/(1+|x|)) of the given input tensor element-wise."""
         ...
-    def SpaceToDepth(self, input: Any, /, *, blocksize: int, mode: str = ...) -> Any:
+    def SpaceToDepth(self, input: Any, *, blocksize: int, mode: str = ...) -> Any:
         """SpaceToDepth rearranges blocks of spatial data into depth. More specifically, this op outputs a copy of the input tensor where values from the height and width dimensions are moved to the depth dimension. `mode` determines whether blocks are ordered depth-column-row (`DCR`, the default) or column..."""
         ...
-    def Split(self, input: Any, split: Any = None, /, *, axis: int = ..., num_outputs: int = ...) -> Any:
+    def Split(self, input: Any, split: Any = None, *, axis: int = ..., num_outputs: int = ...) -> Any:
         """Split a tensor into a list of tensors, along the specified 'axis'. Either input 'split' or the attribute 'num_outputs' should be specified, but not both. If the attribute 'num_outputs' is specified, then the tensor is split into equal sized parts. If the tensor is not evenly splittable into `num_..."""
         ...
-    def SplitToSequence(self, input: Any, split: Any = None, /, *, axis: int = ..., keepdims: int = ...) -> Any:
+    def SplitToSequence(self, input: Any, split: Any = None, *, axis: int = ..., keepdims: int = ...) -> Any:
         """Split a tensor into a sequence of tensors, along the specified 'axis'. Lengths of the parts can be specified using the optional argument 'split'. If the argument `split' is not specified, a default scalar value of 1 is used as the value of `split'. 'split' must contain only positive numbers. 'spl..."""
         ...
-    def Sqrt(self, X: Any, /) -> Any:
+    def Sqrt(self, X: Any) -> Any:
         """Square root takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the square root is, y = x^0.5, is applied to the tensor elementwise. If x is negative, then it will return NaN."""
         ...
-    def Squeeze(self, data: Any, axes: Any = None, /) -> Any:
+    def Squeeze(self, data: Any, axes: Any = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the shape. If an axis is selected with shape entry not equal to one, an error is raised."""
         ...
-    def StringConcat(self, X: Any, Y: Any, /) -> Any:
+    def StringConcat(self, X: Any, Y: Any) -> Any:
         """StringConcat concatenates string tensors elementwise (with NumPy-style broadcasting support)"""
         ...
-    def StringNormalizer(self, X: Any, /, *, case_change_action: str = ..., is_case_sensitive: int = ..., locale: str = ..., stopwords: Sequence[str] = ...) -> Any:
+    def StringNormalizer(self, X: Any, *, case_change_action: str = ..., is_case_sensitive: int = ..., locale: str = ..., stopwords: Sequence[str] = ...) -> Any:
         """StringNormalization performs string operations for basic cleaning. This operator has only one input (denoted by X) and only one output (denoted by Y). This operator first examines the elements in the X, and removes elements specified in "stopwords" attribute. After removing stop words, the interm..."""
         ...
-    def StringSplit(self, X: Any, /, *, delimiter: str = ..., maxsplit: int = ...) -> tuple[Any, ...]:
+    def StringSplit(self, X: Any, *, delimiter: str = ..., maxsplit: int = ...) -> tuple[Any, ...]:
         """StringSplit splits a string tensor's elements into substrings based on a delimiter attribute and a maxsplit attribute."""
         ...
-    def Sub(self, A: Any, B: Any, /) -> Any:
+    def Sub(self, A: Any, B: Any) -> Any:
         """Performs element-wise binary subtraction (with Numpy-style broadcasting support)."""
         ...
     def Sum(self, *data_0: Any) -> Any:
         """Element-wise sum of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-style) broadcasting**; for more details please check [the doc](Broadcasting.md)."""
         ...
-    def SwiGLU(self, A: Any, B: Any, /, *, alpha: float = ...) -> Any:
+    def SwiGLU(self, A: Any, B: Any, *, alpha: float = ...) -> Any:
         """SwiGLU is a gated activation that takes two inputs, a gate `A` and a linear (value) input `B`, and produces one output `Y`. It applies the Swish activation to the gate and multiplies the result elementwise by the linear input:"""
         ...
-    def Swish(self, X: Any, /, *, alpha: float = ...) -> Any:
+    def Swish(self, X: Any, *, alpha: float = ...) -> Any:
         """Swish function takes one input data (Tensor<T>) and produces one output data (Tensor<T>) of the same shape, where $Swish(x) = x * sigmoid(alpha * x)$."""
         ...
-    def Tan(self, input: Any, /) -> Any:
+    def Tan(self, input: Any) -> Any:
         """Calculates the tangent of the given input tensor, element-wise."""
         ...
-    def Tanh(self, input: Any, /) -> Any:
+    def Tanh(self, input: Any) -> Any:
         """Calculates the hyperbolic tangent of the given input tensor element-wise."""
         ...
-    def TensorScatter(self, past_cache: Any, update: Any, write_indices: Any = None, /, *, axis: int = ..., mode: str = ...) -> Any:
+    def TensorScatter(self, past_cache: Any, update: Any, write_indices: Any = None, *, axis: int = ..., mode: str = ...) -> Any:
         """TensorScatter is a generic tensor update operation, motivated by the requirements for KV cache updates for Attention ops commonly found in LLMs. It is a functional operation that models an in-place update to a KV cache buffer."""
         ...
-    def TfIdfVectorizer(self, X: Any, /, *, max_gram_length: int, max_skip_count: int, min_gram_length: int, mode: str, ngram_counts: Sequence[int], ngram_indexes: Sequence[int], pool_int64s: Sequence[int] = ..., pool_strings: Sequence[str] = ..., weights: Sequence[float] = ...) -> Any:
+    def TfIdfVectorizer(self, X: Any, *, max_gram_length: int, max_skip_count: int, min_gram_length: int, mode: str, ngram_counts: Sequence[int], ngram_indexes: Sequence[int], pool_int64s: Sequence[int] = ..., pool_strings: Sequence[str] = ..., weights: Sequence[float] = ...) -> Any:
         """This transform extracts n-grams from the input sequence and save them as a vector. Input can be either a 1-D or 2-D tensor. For 1-D input, output is the n-gram representation of that input. For 2-D input, the output is also a 2-D tensor whose i-th row is the n-gram representation of the i-th inpu..."""
         ...
-    def ThresholdedRelu(self, X: Any, /, *, alpha: float = ...) -> Any:
+    def ThresholdedRelu(self, X: Any, *, alpha: float = ...) -> Any:
         """ThresholdedRelu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the rectified linear function, y = x for x > alpha, y = 0 otherwise, is applied to the tensor elementwise."""
         ...
-    def Tile(self, input: Any, repeats: Any, /) -> Any:
+    def Tile(self, input: Any, repeats: Any) -> Any:
         """Constructs a tensor by tiling a given tensor. This is the same as function `tile` in Numpy, but no broadcast. For example A = [[1, 2], [3, 4]], B = [1, 2], tile(A, B) = [[1, 2, 1, 2], [3, 4, 3, 4]]"""
         ...
-    def TopK(self, X: Any, K: Any, /, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> tuple[Any, ...]:
+    def TopK(self, X: Any, K: Any, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> tuple[Any, ...]:
         """Retrieve the top-K largest or smallest elements along a specified axis. Given an input tensor of shape [a_0, a_1, ..., a_{n-1}] and integer argument k, return two outputs:"""
         ...
-    def Transpose(self, data: Any, /, *, perm: Sequence[int] = ...) -> Any:
+    def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index in `[0, n-1]` exactly once, so its length is equal to the rank `n` of the input tensor."""
         ...
-    def TreeEnsemble(self, X: Any, /, *, aggregate_function: int = ..., leaf_targetids: Sequence[int], leaf_weights: Any, membership_values: Any = ..., n_targets: int = ..., nodes_falseleafs: Sequence[int], nodes_falsenodeids: Sequence[int], nodes_featureids: Sequence[int], nodes_hitrates: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Any, nodes_splits: Any, nodes_trueleafs: Sequence[int], nodes_truenodeids: Sequence[int], post_transform: int = ..., tree_roots: Sequence[int]) -> Any:
+    def TreeEnsemble(self, X: Any, *, aggregate_function: int = ..., leaf_targetids: Sequence[int], leaf_weights: Any, membership_values: Any = ..., n_targets: int = ..., nodes_falseleafs: Sequence[int], nodes_falsenodeids: Sequence[int], nodes_featureids: Sequence[int], nodes_hitrates: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Any, nodes_splits: Any, nodes_trueleafs: Sequence[int], nodes_truenodeids: Sequence[int], post_transform: int = ..., tree_roots: Sequence[int]) -> Any:
         """Tree Ensemble operator. Returns the regressed values for each input in a batch. Inputs have dimensions `[N, F]` where `N` is the input batch size and `F` is the number of input features. Outputs have dimensions `[N, num_targets]` where `N` is the batch size and `num_targets` is the number of targ..."""
         ...
-    def TreeEnsembleClassifier(self, X: Any, /, *, base_values: Sequence[float] = ..., base_values_as_tensor: Any = ..., class_ids: Sequence[int] = ..., class_nodeids: Sequence[int] = ..., class_treeids: Sequence[int] = ..., class_weights: Sequence[float] = ..., class_weights_as_tensor: Any = ..., classlabels_int64s: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., nodes_falsenodeids: Sequence[int] = ..., nodes_featureids: Sequence[int] = ..., nodes_hitrates: Sequence[float] = ..., nodes_hitrates_as_tensor: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Sequence[str] = ..., nodes_nodeids: Sequence[int] = ..., nodes_treeids: Sequence[int] = ..., nodes_truenodeids: Sequence[int] = ..., nodes_values: Sequence[float] = ..., nodes_values_as_tensor: Any = ..., post_transform: str = ...) -> tuple[Any, ...]:
+    def TreeEnsembleClassifier(self, X: Any, *, base_values: Sequence[float] = ..., base_values_as_tensor: Any = ..., class_ids: Sequence[int] = ..., class_nodeids: Sequence[int] = ..., class_treeids: Sequence[int] = ..., class_weights: Sequence[float] = ..., class_weights_as_tensor: Any = ..., classlabels_int64s: Sequence[int] = ..., classlabels_strings: Sequence[str] = ..., nodes_falsenodeids: Sequence[int] = ..., nodes_featureids: Sequence[int] = ..., nodes_hitrates: Sequence[float] = ..., nodes_hitrates_as_tensor: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Sequence[str] = ..., nodes_nodeids: Sequence[int] = ..., nodes_treeids: Sequence[int] = ..., nodes_truenodeids: Sequence[int] = ..., nodes_values: Sequence[float] = ..., nodes_values_as_tensor: Any = ..., post_transform: str = ...) -> tuple[Any, ...]:
         """Tree Ensemble classifier. Returns the top class for each of N inputs.<br> The attributes named 'nodes_X' form a sequence of tuples, associated by index into the sequences, which must all be of equal length. These tuples define the nodes.<br> Similarly, all fields prefixed with 'class_' are tuples..."""
         ...
-    def TreeEnsembleRegressor(self, X: Any, /, *, aggregate_function: str = ..., base_values: Sequence[float] = ..., base_values_as_tensor: Any = ..., n_targets: int = ..., nodes_falsenodeids: Sequence[int] = ..., nodes_featureids: Sequence[int] = ..., nodes_hitrates: Sequence[float] = ..., nodes_hitrates_as_tensor: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Sequence[str] = ..., nodes_nodeids: Sequence[int] = ..., nodes_treeids: Sequence[int] = ..., nodes_truenodeids: Sequence[int] = ..., nodes_values: Sequence[float] = ..., nodes_values_as_tensor: Any = ..., post_transform: str = ..., target_ids: Sequence[int] = ..., target_nodeids: Sequence[int] = ..., target_treeids: Sequence[int] = ..., target_weights: Sequence[float] = ..., target_weights_as_tensor: Any = ...) -> Any:
+    def TreeEnsembleRegressor(self, X: Any, *, aggregate_function: str = ..., base_values: Sequence[float] = ..., base_values_as_tensor: Any = ..., n_targets: int = ..., nodes_falsenodeids: Sequence[int] = ..., nodes_featureids: Sequence[int] = ..., nodes_hitrates: Sequence[float] = ..., nodes_hitrates_as_tensor: Any = ..., nodes_missing_value_tracks_true: Sequence[int] = ..., nodes_modes: Sequence[str] = ..., nodes_nodeids: Sequence[int] = ..., nodes_treeids: Sequence[int] = ..., nodes_truenodeids: Sequence[int] = ..., nodes_values: Sequence[float] = ..., nodes_values_as_tensor: Any = ..., post_transform: str = ..., target_ids: Sequence[int] = ..., target_nodeids: Sequence[int] = ..., target_treeids: Sequence[int] = ..., target_weights: Sequence[float] = ..., target_weights_as_tensor: Any = ...) -> Any:
         """Tree Ensemble regressor. Returns the regressed values for each input in N.<br> All args with nodes_ are fields of a tuple of tree nodes, and it is assumed they are the same length, and an index i will decode the tuple across these inputs. Each node id can appear only once for each tree id.<br> Al..."""
         ...
-    def Trilu(self, input: Any, k: Any = None, /, *, upper: int = ...) -> Any:
+    def Trilu(self, input: Any, k: Any = None, *, upper: int = ...) -> Any:
         """Given a 2-D matrix or batches of 2-D matrices, returns the upper or lower triangular part of the tensor(s). The attribute "upper" determines whether the upper or lower part is retained. If set to true, the upper triangular matrix is retained. Lower triangular matrix is retained otherwise. Default..."""
         ...
-    def Unique(self, X: Any, /, *, axis: int = ..., sorted: int = ...) -> tuple[Any, ...]:
+    def Unique(self, X: Any, *, axis: int = ..., sorted: int = ...) -> tuple[Any, ...]:
         """Find the unique elements of a tensor. When an optional attribute 'axis' is provided, unique subtensors sliced along the 'axis' are returned. Otherwise the input tensor is flattened and unique values of the flattened tensor are returned."""
         ...
-    def Unsqueeze(self, data: Any, axes: Any, /) -> Any:
+    def Unsqueeze(self, data: Any, axes: Any) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of value `1` into the corresponding index of the output tensor (`expanded`)."""
         ...
-    def Upsample(self, X: Any, scales: Any, /, *, mode: str = ...) -> Any:
+    def Upsample(self, X: Any, scales: Any, *, mode: str = ...) -> Any:
         """Upsample the input tensor. Each dimension value of the output tensor is: output_dimension = floor(input_dimension * scale)."""
         ...
-    def Where(self, condition: Any, X: Any, Y: Any, /) -> Any:
+    def Where(self, condition: Any, X: Any, Y: Any) -> Any:
         """Return elements, either from X or Y, depending on condition. Where behaves like [numpy.where](https://docs.scipy.org/doc/numpy/reference/generated/numpy.where.html) with three parameters."""
         ...
-    def Xor(self, A: Any, B: Any, /) -> Any:
+    def Xor(self, A: Any, B: Any) -> Any:
         """Returns the tensor resulted from performing the `xor` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def ZipMap(self, X: Any, /, *, classlabels_int64s: Sequence[int] = ..., classlabels_strings: Sequence[str] = ...) -> Any:
+    def ZipMap(self, X: Any, *, classlabels_int64s: Sequence[int] = ..., classlabels_strings: Sequence[str] = ...) -> Any:
         """Creates a map from the input and the attributes.<br> The values are provided by the input tensor, while the keys are specified by the attributes. Must provide keys in either classlabels_strings or classlabels_int64s (but not both).<br> The columns of the tensor correspond one-by-one to the keys s..."""
         ...
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from dsl.op_signatures import OpSignatures as _OpSignatures
 else:
     _OpSignatures = object
+
+T = TypeVar("T")
 
 __all__ = ["Opset", "Op", "OPSET_NAME", "schema_domains", "python_to_attr", "attr_kind_of_python"]
 
@@ -184,13 +187,14 @@ class Op:
         array(3., dtype=float32)
     """
 
-    __slots__ = ("_attr_kinds", "_eager_key", "_input_range", "_output_range", "name", "opset", "schema")
+    __slots__ = ("_attr_kinds", "_eager_key", "_input_kinds", "_input_range", "_output_range", "name", "opset", "schema")
 
     def __init__(self, opset: Opset, name: str, schema: Any) -> None:
         self.opset = opset
         self.name = name
         self.schema = schema
         self._eager_key: Any = None
+        self._input_kinds: dict[str, tuple[int, bool, bool]] | None = None
         if schema is not None:
             self._attr_kinds = {n: ir.AttrKind(int(a.type)) for n, a in schema.attributes.items()}
             self._input_range = (schema.min_input, schema.max_input)
@@ -289,7 +293,7 @@ class Op:
                 location,
                 hint=f"pass it positionally: the inputs of {self.name} are ({', '.join(self.input_names)})",
             )
-        close = difflib.get_close_matches(name, list(self._attr_kinds), n=2)
+        close = difflib.get_close_matches(name, [*self._attr_kinds, *self.input_names], n=2)
         known = ", ".join(sorted(self._attr_kinds)) or "none"
         raise OpAttributeError(
             f"{self.name} has no attribute {name!r}",
@@ -329,11 +333,53 @@ class Op:
             err.message = f"{self.name}: {err.message}"
             raise
 
+    def keyword_inputs(self, keywords: Any) -> list[str]:
+        """The keywords of a call that name inputs of the schema rather than attributes
+        (``op.Unsqueeze(x, axes=[1])``): onnxscript binds inputs by name too."""
+        if self.schema is None or (isinstance(keywords, dict) and keywords.keys() <= self._attr_kinds.keys()):
+            return []  # (the usual call, checked without a loop: eager calls are timed in microseconds)
+        inputs = self._inputs_by_name()
+        return [name for name in keywords if name not in self._attr_kinds and name in inputs]
+
+    def _inputs_by_name(self) -> dict[str, tuple[int, bool, bool]]:
+        # name -> (index, optional, variadic), read from the schema once (pybind access is slow)
+        found = self._input_kinds
+        if found is None:
+            formals = [] if self.schema is None else self.schema.inputs
+            found = self._input_kinds = {
+                f.name: (i, _is_optional(f), _is_variadic(f)) for i, f in enumerate(formals)
+            }
+        return found
+
+    def place_inputs(self, positional: list[T], named: dict[str, T], omitted: T, location: Any = None) -> list[T]:
+        """The inputs of a call in schema order: ``positional`` first, then each of ``named``
+        (input name -> argument) at its place, ``omitted`` for optional inputs skipped."""
+        inputs = self._inputs_by_name()
+        names = list(inputs)
+        placed: list[Any] = list(positional)
+        for name, argument in named.items():
+            index, _, variadic = inputs[name]
+            if variadic:
+                raise OpCallError(f"{name!r} of {self.name} is variadic and cannot be passed by keyword", location,
+                                  hint=f"pass the inputs of {self.name} ({', '.join(names)}) positionally")
+            if index < len(positional):
+                raise OpCallError(f"{self.name} got input {name!r} twice, by position and by keyword", location,
+                                  hint=f"the inputs of {self.name} are ({', '.join(names)})")
+            placed.extend([None] * (index + 1 - len(placed)))
+            placed[index] = argument
+        for index, argument in enumerate(placed):
+            if argument is None:
+                if not inputs[names[index]][1]:
+                    raise OpCallError(f"{self.name} is missing its input {names[index]!r}", location,
+                                      hint=f"the inputs of {self.name} are ({', '.join(names)})")
+                placed[index] = omitted
+        return placed
+
     def check_call(self, n_inputs: int, attr_names: set[str] | dict[str, Any], location: Any = None) -> None:
         """All checks of one call that need nothing but counts and names."""
-        self.check_inputs(n_inputs, location)
-        for attr_name in attr_names:
+        for attr_name in attr_names:  # first: a misspelt keyword also leaves an input count short
             self.check_attribute_name(attr_name, location)
+        self.check_inputs(n_inputs, location)
         self.check_required_attributes(attr_names, location)
 
     # ------------------------------------------------------------- element-type rules
@@ -501,6 +547,9 @@ def attr_kind_of_python(value: Any) -> ir.AttrKind | None:
         return ir.AttrKind.STRING
     if isinstance(value, (np.ndarray, ir.Tensor)):
         return ir.AttrKind.TENSOR
+    proto_kind = _proto_attr_kind(value)
+    if proto_kind is not None:
+        return proto_kind
     if isinstance(value, ir.Graph):
         return ir.AttrKind.GRAPH
     if isinstance(value, types.ElementType) or isinstance(value, (ir.TensorType, ir.SequenceType, ir.OptionalType)):
@@ -599,6 +648,8 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
                 return value
         return value if isinstance(value, str) else _MISMATCH
     if kind == K.TENSOR:
+        if _proto_attr_kind(value) == K.TENSOR:
+            return tensor_from_proto(value)
         return to_tensor(value) if _tensor_like(value) else _MISMATCH
     if kind == K.GRAPH:
         return value if isinstance(value, ir.Graph) else _MISMATCH
@@ -606,6 +657,9 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
         found = types.to_ir_type(value)
         return found if found is not None else _MISMATCH
     if kind == K.SPARSE_TENSOR:
+        if _proto_attr_kind(value) == K.SPARSE_TENSOR:
+            return ir.SparseTensor(tensor_from_proto(value.values), tensor_from_proto(value.indices),
+                                   tuple(int(d) for d in value.dims))
         return value if isinstance(value, ir.SparseTensor) else _MISMATCH
     if kind in _LIST_KIND:
         if isinstance(value, np.ndarray) and value.ndim == 1:
@@ -615,6 +669,36 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
         items = [_convert(_LIST_KIND[kind], v) for v in value]
         return _MISMATCH if any(i is _MISMATCH for i in items) else items
     return _MISMATCH
+
+
+def _proto_attr_kind(value: Any) -> ir.AttrKind | None:
+    """TENSOR for an ``onnx.TensorProto``, SPARSE_TENSOR for a ``SparseTensorProto``, else None.
+
+    onnxscript code passes ``onnx.helper.make_tensor(...)`` as ``value=``; onnx is only
+    looked up (never imported) here: a proto exists only once onnx has been imported.
+    """
+    onnx = sys.modules.get("onnx")
+    if onnx is None:
+        return None
+    if isinstance(value, onnx.TensorProto):
+        return ir.AttrKind.TENSOR
+    if isinstance(value, onnx.SparseTensorProto):
+        return ir.AttrKind.SPARSE_TENSOR
+    return None
+
+
+def tensor_from_proto(proto: Any) -> ir.Tensor:
+    """An ``onnx.TensorProto`` written in the user's code as an :class:`ir.Tensor`."""
+    from onnx import numpy_helper
+
+    try:
+        array = numpy_helper.to_array(proto)
+    except (ValueError, TypeError, KeyError, OSError) as error:
+        raise OpAttributeError(
+            f"the TensorProto {proto.name!r} cannot be read ({error})",
+            hint="its data does not match its dims and data_type; build it with onnx.helper.make_tensor",
+        ) from None
+    return ir.Tensor(array, int(proto.data_type), proto.name)
 
 
 def _tensor_like(value: Any) -> bool:

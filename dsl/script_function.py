@@ -13,6 +13,7 @@ end.  Calling a ScriptFunction with arrays runs its Python body eagerly.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -24,13 +25,17 @@ from dsl.opsets import Opset
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["script", "graph", "ScriptFunction", "GraphFunction", "finish", "model_to_proto"]
+__all__ = ["script", "graph", "ScriptFunction", "GraphFunction", "finish", "model_to_proto", "export_onnx_lib"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # The domain of a scripted function when it becomes a model-local FunctionProto; the
 # same default as onnxscript, so models exported by either name their functions alike.
 DEFAULT_DOMAIN = "this"
+
+# What ``@script(..., ir_version=7)`` may fix for every model exported from the function
+# (onnxscript keeps such keywords for ``to_model_proto``).
+MODEL_OPTIONS = ("ir_version", "producer_name", "producer_version", "doc_string", "metadata_props")
 
 
 class ScriptFunction(Scripted):
@@ -52,10 +57,14 @@ class ScriptFunction(Scripted):
         domain: str = DEFAULT_DOMAIN,
         name: str | None = None,
         inline: bool = False,
+        domain_version: int = 1,
+        model_options: dict[str, Any] | None = None,
     ) -> None:
         self.python_function = python_function
         self.opset = opset
         self.domain = domain
+        self.domain_version = domain_version
+        self.model_options = dict(model_options or {})
         self.name = name or python_function.__name__
         self.inline = inline
         self.compiled: ir.Function | None = None
@@ -89,10 +98,13 @@ class ScriptFunction(Scripted):
         defaults; called functions become model-local functions unless inlined.
         ``functions=[other_script, ...]`` adds model-local functions nothing calls and
         ``initializers=[weight, ...]`` (``dsl.initializer`` objects) initializers nothing
-        reads: what ``converter.to_python`` writes for a model that has them.
+        reads: what ``converter.to_python`` writes for a model that has them.  Options
+        not given come from ``self.model_options`` (the ``@script(ir_version=...)``
+        keywords, or what a file from ``converter.to_python`` assigns there).
 
         >>> model = relu6.to_model_proto(producer_name="me")   # doctest: +SKIP
         """
+        options = {**self.model_options, **options}
         if options.get("functions"):
             options["functions"] = [_ir_function(f) for f in options["functions"]]
         if options.get("initializers"):
@@ -223,9 +235,10 @@ def script(
     opset: Opset | None = None,
     default_opset: Opset | None = None,
     *,
-    domain: str = ...,
+    domain: str | None = None,
     name: str | None = None,
     inline: bool = False,
+    **model_options: Any,
 ) -> Callable[[Callable[..., Any]], ScriptFunction]: ...
 
 
@@ -233,42 +246,100 @@ def script(
     opset: Any = None,
     default_opset: Opset | None = None,
     *,
-    domain: str = DEFAULT_DOMAIN,
+    domain: str | None = None,
     name: str | None = None,
     inline: bool = False,
-    **unused: Any,
+    **model_options: Any,
 ) -> Any:
     """Decorate a Python function so it compiles to ONNX (``@script()`` or ``@script``).
 
-    ``opset`` (or onnxscript's ``default_opset``) pins the ai.onnx opset used for
-    operators (``+`` -> ``Add``) and constants; by default it is inferred from the ops the
-    body calls.  ``domain``/``name`` name the function when other functions call it;
-    ``inline=True`` makes callers inline the body instead of calling a model-local function.
+    As in onnxscript, ``opset`` is the opset the function belongs to: a custom domain
+    (``Opset("pkg.custom", 1)``) names the function's domain and version; an ai.onnx
+    opset (``opset18``), like ``default_opset``, pins the opset used for operators
+    (``+`` -> ``Add``) and constants, which is otherwise inferred from the ops the body
+    calls.  Without a custom opset the domain is ``this``, or ``domain=``.  ``name``
+    renames the function; ``inline=True`` makes callers inline the body.  The model
+    options ``ir_version``, ``producer_name``, ``producer_version``, ``doc_string`` and
+    ``metadata_props`` become defaults of every ``to_model_proto()``.
 
     >>> from dsl import script, FLOAT, opset18 as op
-    >>> @script()
+    >>> @script(ir_version=8, producer_name="me")
     ... def double(x: FLOAT[...]) -> FLOAT[...]:
     ...     return x + x
     """
     if callable(opset) and not isinstance(opset, Opset):
         return ScriptFunction(opset)
-    if unused:
+    unknown = sorted(set(model_options) - set(MODEL_OPTIONS))
+    if unknown:
         from dsl.errors import DslTypeError
 
         raise DslTypeError(
-            f"script() got unexpected keyword argument(s) {', '.join(sorted(unused))}",
-            hint="script() takes opset, default_opset, domain, name and inline",
+            f"script() got unexpected keyword argument(s) {', '.join(unknown)}",
+            hint=f"script() takes opset, default_opset, domain, name, inline and {', '.join(MODEL_OPTIONS)}",
         )
-    chosen = opset if opset is not None else default_opset
-    if chosen is not None and not isinstance(chosen, Opset):
-        from dsl.errors import DslTypeError
+    for given in (opset, default_opset):
+        if given is not None and not isinstance(given, Opset):
+            from dsl.errors import DslTypeError
 
-        raise DslTypeError(f"script(opset=...) takes an Opset such as opset18, not {chosen!r}")
+            raise DslTypeError(f"script(opset=...) takes an Opset such as opset18, not {given!r}")
+    domain_version = 1
+    if opset is not None and opset.domain != "":  # the function's own opset: its domain and version
+        domain = opset.domain if domain is None else domain
+        domain_version = opset.version
+        opset = None
+    chosen = opset if opset is not None else default_opset
 
     def decorate(python_function: Callable[..., Any]) -> ScriptFunction:
-        return ScriptFunction(python_function, opset=chosen, domain=domain, name=name, inline=inline)
+        return ScriptFunction(python_function, opset=chosen, domain=DEFAULT_DOMAIN if domain is None else domain,
+                              name=name, inline=inline, domain_version=domain_version,
+                              model_options=model_options)
 
     return decorate
+
+
+def export_onnx_lib(functions: Any, filename: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Save scripted functions as a library: a model with an empty graph whose local
+    functions they are (what onnxscript's ``export_onnx_lib`` writes, as there is no
+    library proto in ONNX).  Returns the saved model; it passes ``onnx.checker``.
+
+    >>> export_onnx_lib([gelu, relu6], "library.onnx")     # doctest: +SKIP
+    """
+    import onnx
+    import onnx.checker
+    import onnx.helper
+
+    from converter.to_onnx import function_to_proto
+
+    protos = [function_to_proto(_ir_function(f)) for f in functions]
+    imports: dict[str, int] = {}
+    for proto in protos:
+        for opset_id in proto.opset_import:
+            imports[opset_id.domain] = max(imports.get(opset_id.domain, 0), opset_id.version)
+    for function in functions:
+        domain = function.domain if isinstance(function, ScriptFunction) else _ir_function(function).domain
+        imports.setdefault(domain, getattr(function, "domain_version", 1))
+    imports.setdefault("", 1)
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph([], "library", [], []),
+        functions=protos,
+        opset_imports=[onnx.helper.make_opsetid(domain, version) for domain, version in sorted(imports.items())],
+        producer_name="onnxquill",
+    )
+    from dsl.onnxruntime_limits import loadable
+
+    model = loadable(model)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as error:
+        from dsl.errors import ConversionError
+
+        raise ConversionError(
+            f"these functions cannot share one library: {str(error).strip().splitlines()[0]}",
+            hint="a model imports one version of each opset: compile them all against one, "
+            "@script(default_opset=opset18)",
+        ) from None
+    onnx.save(model, os.fspath(filename))
+    return model
 
 
 class _GraphDecorator(GraphDecorator):

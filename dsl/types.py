@@ -7,6 +7,9 @@ that annotating a function does not need onnx; numpy dtypes for the types numpy 
 
 from __future__ import annotations
 
+import collections.abc
+import types as python_types
+import typing
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,8 @@ __all__ = [
     "element_type_of_python",
     "Sequence",
     "Optional",
+    "read_annotation",
+    "TensorType",
 ]
 
 
@@ -65,11 +70,30 @@ class ElementType:
         return TensorType(self.enum, ())
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> int:
+        """The ONNX ``TensorProto.DataType`` number, as onnxscript's ``FLOAT.dtype`` is, so
+        ``op.Cast(x, to=FLOAT.dtype)`` reads the same in both (see :attr:`numpy_dtype`)."""
+        return self.enum
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype holding values of this type (ml_dtypes for bfloat16, float8, ...)."""
         return numpy_dtype(self.enum)
+
+    def to_type_proto(self) -> Any:
+        """This bare type as an ``onnx.TypeProto`` (a rank-0 tensor), as in onnxscript."""
+        import onnx.helper
+
+        return onnx.helper.make_tensor_type_proto(self.enum, [])
 
     def __repr__(self) -> str:
         return self.name
+
+    def __or__(self, other: Any) -> Any:  # FLOAT | DOUBLE, FLOAT | None: a typing.Union
+        return typing.Union[self, other]
+
+    def __ror__(self, other: Any) -> Any:
+        return typing.Union[other, self]
 
     def __reduce__(self) -> str:
         return self.name
@@ -227,3 +251,53 @@ def to_ir_type(annotation: Any) -> Any:
     if isinstance(annotation, (TensorType, SequenceType, OptionalType)):
         return annotation
     return None
+
+
+# The forms onnxscript code annotates tensors with besides FLOAT[...]: a TypeVar bound
+# to a Union of types (torch_lib's ``TFloat``), ``Union``/``A | B``, ``typing.Optional``
+# (an input that may be omitted) and ``typing.Sequence``/``list`` of tensors.
+_UNION_ORIGINS: tuple[Any, ...] = (typing.Union, python_types.UnionType)
+_SEQUENCE_ORIGINS: tuple[Any, ...] = (collections.abc.Sequence, list)
+
+
+def read_annotation(annotation: Any) -> tuple[bool, Any]:
+    """``(understood, IR type)`` of a tensor annotation; the type is None for "any tensor".
+
+    Beyond :func:`to_ir_type`: ``TypeVar("T", bound=Union[FLOAT, DOUBLE])`` and
+    ``Union[FLOAT, DOUBLE]`` (``FLOAT | DOUBLE``) are any of their types, so the value
+    has no single type (None) unless all agree; ``typing.Optional[X]`` is ``X`` (None may
+    be passed, as for any input); ``typing.Sequence[X]`` and ``list[X]`` are
+    ``Sequence[X]``; the bare class ``TensorType`` (onnxscript's "any tensor") is None.
+
+    >>> read_annotation(typing.Optional[FLOAT[2]])
+    (True, FLOAT[2])
+    """
+    found = to_ir_type(annotation)
+    if found is not None:
+        return True, found
+    if annotation is TensorType:
+        return True, None
+    if isinstance(annotation, typing.TypeVar):
+        if annotation.__bound__ is not None:
+            return read_annotation(annotation.__bound__)
+        if annotation.__constraints__:
+            return _read_union(list(annotation.__constraints__))
+        return True, None
+    origin = typing.get_origin(annotation)
+    if origin in _UNION_ORIGINS:
+        return _read_union([a for a in typing.get_args(annotation) if a is not type(None)])
+    if origin in _SEQUENCE_ORIGINS:
+        items = typing.get_args(annotation)
+        if len(items) == 1:
+            understood, elem = read_annotation(items[0])
+            if understood:
+                return True, SequenceType(elem)
+    return False, None
+
+
+def _read_union(members: list[Any]) -> tuple[bool, Any]:
+    read = [read_annotation(member) for member in members]
+    if not read or not all(understood for understood, _ in read):
+        return False, None
+    found = {ir_type for _, ir_type in read}
+    return True, found.pop() if len(found) == 1 else None

@@ -74,8 +74,7 @@ def _method(schema: onnx.defs.OpSchema) -> list[str]:
             params.append(f"{name}: Any = None")
         else:
             params.append(f"{name}: Any")
-    else:
-        params.append("/")
+    # Inputs may be passed by name too (op.Unsqueeze(x, axes=[1])), as onnxscript allows.
     keyword_params = []
     for attr_name, attr in sorted(schema.attributes.items()):
         name = _identifier(attr_name)

@@ -168,7 +168,8 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     steps = inputs[0].shape[0] if inputs else 0
     scans: list[list[np.ndarray]] = []
     for step in range(steps):
-        results = _call_body(body, *states, *[EagerTensor(np.ascontiguousarray(a[step])) for a in inputs])
+        # (np.array, not ascontiguousarray: that makes a rank-0 slice of a vector rank 1)
+        results = _call_body(body, *states, *[EagerTensor(np.array(a[step])) for a in inputs])
         states = results[: len(states)]
         step_scans = results[len(states):]
         if not scans:

@@ -130,8 +130,16 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     >>> op.Add(np.array([1.0, 2.0], dtype=np.float32), 1)
     array([2., 3.], dtype=float32)
     """
-    if kwargs and has_graph_function(kwargs):
-        return run_control_flow(op, args, kwargs)
+    if kwargs:
+        named = op.keyword_inputs(kwargs)
+        if named:  # inputs passed by name (op.Unsqueeze(x, axes=[1])) go to their places
+            try:
+                args = op.place_inputs(list(args), {n: kwargs[n] for n in named}, None)
+            except DslError as error:  # (the call site is looked up only for the message)
+                raise error.with_location(caller_location()) from None
+            kwargs = {n: v for n, v in kwargs.items() if n not in named}
+        if has_graph_function(kwargs):
+            return run_control_flow(op, args, kwargs)
     facts = op._eager_key
     if facts is None:
         facts = facts_of(op)

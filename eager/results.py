@@ -49,7 +49,7 @@ def declared_results(python_function: Any) -> list[Any] | None:
             annotation = inspect.Signature.empty
     if annotation is not inspect.Signature.empty and annotation is not None:
         items = list(typing.get_args(annotation)) if typing.get_origin(annotation) is tuple else [annotation]
-        found = [types.to_ir_type(item) for item in items]
+        found = [types.read_annotation(item)[1] for item in items]
     _DECLARED[python_function] = found
     return found
 

@@ -46,7 +46,7 @@ def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any],
             annotation = parameter.annotation
             if isinstance(annotation, str):
                 annotation = _resolve_string_annotation(python_function, annotation)
-            annotations[name] = types.to_ir_type(annotation)
+            annotations[name] = types.read_annotation(annotation)[1]
         attribute_parameters = tuple(
             (name, parameter.default) for name, parameter in signature.parameters.items() if annotations[name] is None
         )
@@ -90,7 +90,7 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     nested = IN_EAGER_SCRIPT.get()
     torch_in = False
     for name, value in bound.arguments.items():
-        wrapped, from_torch = _wrap(script_function.name, name, value, annotations.get(name))
+        wrapped, from_torch = _wrap(script_function.name, name, value, annotations.get(name), not nested)
         bound.arguments[name] = wrapped
         torch_in = torch_in or from_torch
     in_script = IN_EAGER_SCRIPT.set(True)
@@ -108,21 +108,24 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     return _unwrap(result, torch_in)
 
 
-def _wrap(function_name: str, name: str, value: Any, declared: Any) -> tuple[Any, bool]:
+def _wrap(function_name: str, name: str, value: Any, declared: Any, outermost: bool = True) -> tuple[Any, bool]:
+    # A call from another eagerly running body is a call of a model-local function,
+    # whose inputs ONNX does not check against shapes: only the outermost call checks them.
     if isinstance(declared, ir.OptionalType):
-        return (None, False) if value is None else _wrap(function_name, name, value, declared.elem)
+        return (None, False) if value is None else _wrap(function_name, name, value, declared.elem, outermost)
     if isinstance(declared, ir.SequenceType) and isinstance(value, (list, tuple)):
         return _wrap_sequence(function_name, name, value, declared)
+    checked = declared if outermost else _any_shape(declared)
     if isinstance(value, EagerTensor):
-        _check_declared(function_name, name, value.array, declared)
+        _check_declared(function_name, name, value.array, checked)
         return value, value.from_torch
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
-        _check_declared(function_name, name, array, declared)
+        _check_declared(function_name, name, array, checked)
         return EagerTensor(array), False
     if values.is_torch_tensor(value):
         array = values.torch_to_numpy(value)
-        _check_declared(function_name, name, array, declared)
+        _check_declared(function_name, name, array, checked)
         return EagerTensor(array, True), True
     if isinstance(declared, ir.TensorType) and isinstance(value, (bool, int, float, list, tuple)):
         try:
@@ -132,9 +135,13 @@ def _wrap(function_name: str, name: str, value: Any, declared: Any) -> tuple[Any
                 f"{function_name}: argument {name!r} is declared {declared!r}, got {value!r} ({err})",
                 caller_location(),
             ) from None
-        _check_declared(function_name, name, array, declared)
+        _check_declared(function_name, name, array, checked)
         return EagerTensor(array), False
     return value, False
+
+
+def _any_shape(declared: Any) -> Any:
+    return ir.TensorType(declared.elem_type, None) if isinstance(declared, ir.TensorType) else declared
 
 
 def _wrap_sequence(

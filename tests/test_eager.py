@@ -61,9 +61,9 @@ def test_cast_round_trip_every_element_type(name: str) -> None:
     opset = get_opset("", 28 if name.startswith("FLOAT6") else 25)
     x = np.array(_exact_values(name), dtype=F32)
     y = opset.Cast(x, to=elem.enum)
-    assert y.dtype == elem.dtype
+    assert y.dtype == elem.numpy_dtype
     assert y.shape == x.shape
-    np.testing.assert_array_equal(y.astype(F32), x.astype(elem.dtype).astype(F32))
+    np.testing.assert_array_equal(y.astype(F32), x.astype(elem.numpy_dtype).astype(F32))
     back = opset.Cast(y, to=types.FLOAT.enum)
     assert back.dtype == F32
     np.testing.assert_array_equal(back, x)
@@ -78,9 +78,9 @@ def test_identity_keeps_bits_of_every_element_type(name: str) -> None:
     if name == "STRING":
         x = np.array(["a", "bc", ""], dtype=object)
     elif name.startswith("COMPLEX"):
-        x = np.array([1 + 2j, -3j], dtype=elem.dtype)
+        x = np.array([1 + 2j, -3j], dtype=elem.numpy_dtype)
     else:
-        x = np.array(_exact_values(name), dtype=F32).astype(elem.dtype).reshape(2, 2)
+        x = np.array(_exact_values(name), dtype=F32).astype(elem.numpy_dtype).reshape(2, 2)
     y = get_opset("", 25).Identity(x)
     assert y.dtype == x.dtype and y.shape == x.shape
     assert y.tolist() == x.tolist() if name == "STRING" else np.array_equal(y.view(np.uint8), x.view(np.uint8))
@@ -117,7 +117,7 @@ def test_float16_and_bfloat16_arithmetic_run_where_onnxruntime_has_a_kernel() ->
 def test_values_passed_to_onnxruntime_keep_their_shape(elem: types.ElementType, shape: tuple[int, ...]) -> None:
     # The raw-buffer path for the types numpy's bridge refuses, checked without choosing an op:
     # a scalar must stay a scalar (a 0-d bfloat16 once became shape (1,)).
-    array = np.full(shape, 1.5, dtype=F32).astype(elem.dtype)
+    array = np.full(shape, 1.5, dtype=F32).astype(elem.numpy_dtype)
     value = to_ortvalue(array, elem.enum, [])
     assert list(value.shape()) == list(shape)
     back = from_ortvalue(value, elem.enum)

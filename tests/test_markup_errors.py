@@ -42,7 +42,7 @@ CASES = [
     ("output_type_mismatch", MarkupError, "Relu gives FLOAT here, but type says INT64", "model.agr", 7),
     ("rep_and_stretch", MarkupError, "a block cannot have both rep and stretch", "model.agr", 3),
     ("root_not_model", MarkupError, "the root tag is <network>, not <model>", "model.agr", 1),
-    ("shape_inference_failure", MarkupError, "Incompatible dimensions for matrix multiplication", "model.agr", 5),
+    ("shape_inference_failure", MarkupError, "parameter 'W$1' has dim [4, 5], which does not fit", "model.agr", 7),
     ("shared_name_flag", MarkupError, "shared must be 'yes' or 'no', got 'true'", "model.agr", 7),
     ("shared_param_conflict", MarkupError, "shared parameter 'b' is FLOAT[2]", "model.agr", 12),
     ("text_in_markup", MarkupError, "text 'relu here' is not allowed", "model.agr", 3),

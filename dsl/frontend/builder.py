@@ -45,9 +45,9 @@ def default_output_count(op: Op) -> int:
 
 def check_call(op: Op, input_count: int, attribute_names: list[Any], location: Any) -> None:
     """``op.check_call`` with the schema's required attributes read once per op."""
-    op.check_inputs(input_count, location)
-    for name in attribute_names:
+    for name in attribute_names:  # first: a misspelt keyword also leaves an input count short
         op.check_attribute_name(name, location)
+    op.check_inputs(input_count, location)
     required = _REQUIRED_ATTRIBUTES.get(op)
     if required is None:
         schema = op.schema

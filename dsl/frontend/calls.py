@@ -2,7 +2,8 @@
 function, ``loaded_model(...)`` (``dsl.load``) the model's graph inlined, and a plain
 Python callable on constants is evaluated at compile time.
 
-Positional arguments are inputs and keyword arguments attributes, as in onnxscript.  A
+Positional arguments are inputs and keyword arguments attributes, as in onnxscript;
+a keyword naming an input of the schema passes that input (``op.Unsqueeze(x, axes=[1])``).  A
 literal input adopts the element type of another input sharing its schema type
 parameter (``op.Clip(x, 0.0, 6.0)`` with FLOAT16 ``x`` makes FLOAT16 bounds).
 """
@@ -80,25 +81,37 @@ class CallCompiler(_CompilerBase):
     # -------------------------------------------------------------- op calls
     def call_op(self, op: Op, node: ast.Call, output_count: int | None) -> Any:
         location = self.loc(node)
+        arguments, keywords = self.op_arguments(op, node)
         try:
-            check_call(op, len(node.args), [k.arg for k in node.keywords], location)
+            check_call(op, len(arguments), [k.arg for k in keywords], location)
         except OpAttributeError as err:  # point at the keyword that is wrong, when one is
-            wrong = next((k for k in node.keywords if k.arg and repr(k.arg) in err.message), None)
+            wrong = next((k for k in keywords if k.arg and repr(k.arg) in err.message), None)
             if wrong is not None:
                 err.location = self.loc(wrong)
             raise
-        operands = [self.expr(argument) for argument in node.args]
+        operands = [self.expr(argument) for argument in arguments]
         attributes: dict[str, ir.Attr] = {}
-        for keyword in node.keywords:
+        for keyword in keywords:
             if keyword.arg is not None:  # always: visit_Call has refused **mapping
                 attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)
-        inputs = self.op_inputs(op, operands, node.args)
+        inputs = self.op_inputs(op, operands, arguments)
         if output_count is not None:
             op.check_outputs(output_count, location)
         outputs = self.builder.call_op(op, inputs, attributes, location, output_count)
         if output_count is None and len(outputs) == 1:
             return outputs[0]
         return ValueTuple(tuple(outputs))
+
+    def op_arguments(self, op: Op, node: ast.Call) -> tuple[list[ast.expr], list[ast.keyword]]:
+        """The input expressions in schema order and the attribute keywords of a call;
+        inputs may be named (``op.Slice(x, starts=s, ends=e)``), as onnxscript allows."""
+        named = op.keyword_inputs(k.arg for k in node.keywords)
+        if not named:
+            return list(node.args), list(node.keywords)
+        by_name = {k.arg: k.value for k in node.keywords if k.arg in named}
+        omitted = ast.copy_location(ast.Constant(value=None), node)
+        arguments = op.place_inputs(list(node.args), by_name, omitted, self.loc(node))
+        return arguments, [k for k in node.keywords if k.arg not in named]
 
     def attribute(self, op: Op, name: str, node: ast.expr) -> ir.Attr:
         """The attribute ``name=<node>`` of a call; it must be known when compiling."""
@@ -189,7 +202,7 @@ class CallCompiler(_CompilerBase):
             raise OpCallError(f"{target.name} returns {count} value(s), but {output_count} are bound", location,
                               hint="bind as many names as the function returns")
         elems = [o.type.elem_type if isinstance(o.type, ir.TensorType) else None for o in callee.outputs]
-        self.ctx.use_opset(callee.domain, 1, location)
+        self.ctx.use_opset(callee.domain, getattr(target, "domain_version", 1), location)
         for domain, version in callee.opset_imports.items():
             if domain != "":
                 self.callee_imports.setdefault(domain, version)

@@ -3,8 +3,11 @@
 A parameter annotated with a tensor type (``FLOAT``, ``FLOAT[2, "N"]``,
 ``Sequence[...]``, ``Optional[...]``) or not annotated at all is a graph input; one
 annotated ``int``/``float``/``str``/``bool`` or a list of those (``list[int]``,
-``typing.List[float]``, ``Sequence[str]``) is an attribute parameter whose Python
-default becomes the attribute's default.  The return annotation gives output types;
+``typing.List[float]``, ``Sequence[str]``, ``Optional[int]``) is an attribute parameter
+whose Python default becomes the attribute's default.  onnxscript's annotations work as
+there (:func:`dsl.types.read_annotation`): a TypeVar bound to a Union of tensor types or
+a Union is an input of any of them, ``typing.Optional[FLOAT]`` an input that may be
+omitted.  The return annotation gives output types;
 ``tuple[...]`` gives several outputs.
 """
 
@@ -12,12 +15,14 @@ from __future__ import annotations
 
 import ast
 import collections.abc
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import ir, types
+from dsl import ir
+from dsl import types as dsl_types
 from dsl.errors import DslTypeError, OpAttributeError, UnsupportedSyntaxError
 from dsl.opsets import python_to_attr
 
@@ -30,6 +35,7 @@ _LIST_KINDS: dict[Any, ir.AttrKind] = {
     int: ir.AttrKind.INTS, float: ir.AttrKind.FLOATS, str: ir.AttrKind.STRINGS, bool: ir.AttrKind.INTS,
 }
 _SEQUENCE_ORIGINS = (list, tuple, collections.abc.Sequence)
+_UNION_ORIGINS = (typing.Union, types.UnionType)
 _MISSING = object()
 
 
@@ -58,6 +64,9 @@ def attr_kind_of_annotation(annotation: Any) -> ir.AttrKind | None:
         return None
     if found is not None:
         return found
+    if typing.get_origin(annotation) in _UNION_ORIGINS:  # Optional[int]: an attribute that may be left out
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return attr_kind_of_annotation(members[0]) if len(members) == 1 else None
     if isinstance(annotation, (ir.SequenceType, ir.OptionalType)) and not isinstance(annotation.elem, ir.TensorType):
         try:
             return _LIST_KINDS.get(annotation.elem) if isinstance(annotation, ir.SequenceType) else None
@@ -114,8 +123,8 @@ def read_signature(
                     raise
             parameters.append(parameter)
             continue
-        ir_type = types.to_ir_type(annotation)
-        if ir_type is None:
+        understood, ir_type = dsl_types.read_annotation(annotation)
+        if not understood:
             raise DslTypeError(
                 f"parameter {arg.arg!r} has annotation {_describe(annotation)}, which @script does not understand",
                 locate(arg.annotation) if arg.annotation is not None else location,
@@ -169,8 +178,8 @@ def _output_types(returns: Any, tree: ast.FunctionDef, locate: Callable[[Any], A
         items = [returns]
     found: list[Any] = []
     for item in items:
-        ir_type = types.to_ir_type(item)
-        if ir_type is None:
+        understood, ir_type = dsl_types.read_annotation(item)
+        if not understood:
             raise DslTypeError(
                 f"return annotation {_describe(item)} is not a tensor type",
                 location,

@@ -15,8 +15,11 @@ silent):
 * every problem is a :class:`dsl.errors.DslError` with file:line:column (unknown tags
   and attributes, duplicate output names, undefined names and variables, bad
   ``init``/``init_args``, an imported block without ``name``, import cycles, several
-  architecture files without ``index``, a stored weight whose shape differs from its
-  ``dim``); nothing falls back to N(0, 1) or re-initialises a weight silently;
+  architecture files that no other file imports and no ``index``, a stored weight
+  whose shape differs from its ``dim``); nothing falls back to N(0, 1) or re-initialises
+  a weight silently (a weight missing from the weights file is a ``MarkupWarning``);
+  ``lenient=True`` makes unknown attributes and contradicted dims warnings, and the
+  layout Agrippa's editor writes (``x``, ``y``, ...) is always skipped with a warning;
 * any ONNX op, with attributes read and checked against the op's schema; every element
   type; declared ``dim`` attributes are checked against ONNX shape inference;
 * ``expr(...)`` is real arithmetic with Python's precedence and results (``^`` is
@@ -24,7 +27,9 @@ silent):
 * the model outputs are named as written in ``<export from>`` even after a repeated
   block (Agrippa named them after the last copy, ``y$4``);
 * parameters of an imported file are prefixed ``name$`` like its values (Agrippa lost
-  the prefix, so two imports of one file shared "shared" parameters);
+  the prefix, so two imports of one file shared "shared" parameters); Agrippa's
+  ``weights.pkl`` is still read under Agrippa's names, with numpy arrays or torch
+  tensors in it;
 * an imported block may hold ``<import from>`` tags that bind the file's own imports
   in order, and may carry ``rep``/``stretch`` (Agrippa ignored both there);
 * ``rep`` together with ``stretch`` on one block is an error (Agrippa ignored ``rep``);

@@ -18,7 +18,8 @@ from dsl import ir
 from dsl.errors import MarkupError
 from dsl.markup.compile import CompiledMarkup, MarkupCompiler
 from dsl.markup.project import locate_project, read_meta
-from dsl.markup.weights import NPZ_NAME, read_weights
+from dsl.markup.state import warn
+from dsl.markup.weights import NPZ_NAME, PICKLE_NAME, read_weights
 from dsl.weights_file import write_weights_file
 
 if TYPE_CHECKING:
@@ -54,12 +55,17 @@ def compile_project(
     seed: int | None = None,
     producer: str = _DEFAULT_NAME,
     graph_name: str = _DEFAULT_NAME,
+    lenient: bool = False,
 ) -> CompiledMarkup:
     """Compile a markup project (a directory, or its architecture file) into IR plus weights.
 
-    Stored weights (``weights.npz``, else Agrippa's ``weights.pkl``) are used unless
-    ``reinit``; missing ones are initialised from ``seed``.  ``meta.json`` supplies
-    ``producer`` and ``graph_name`` when they are left at their defaults.
+    Stored weights (``weights.npz``, else Agrippa's ``weights.pkl``, read under
+    Agrippa's parameter names) are used unless ``reinit``; missing ones are initialised
+    from ``seed``, with a :class:`~dsl.markup.state.MarkupWarning` naming them when a
+    weights file exists.  ``meta.json`` supplies ``producer`` and ``graph_name`` when
+    they are left at their defaults.  ``lenient=True`` turns the markup mistakes that
+    Agrippa tolerates (an unknown attribute, a declared dim that shape inference
+    contradicts) into warnings; by default they are errors.
 
     >>> sizes = {"batch": 2, "n_in": 3, "hidden": 5, "n_out": 2}
     >>> compiled = compile_project("tests/data/markup/mlp", bindings=sizes)  # doctest: +SKIP
@@ -78,9 +84,16 @@ def compile_project(
         stored_weights=stored,
         reinit=reinit,
         rng=np.random.default_rng(seed),
+        lenient=lenient,
+        agrippa_weight_names=weights_file is not None and weights_file.name == PICKLE_NAME,
     )
     compiled = compiler.compile(files.architecture, graph_name=graph_name, producer=producer)
     compiled.weights_file = weights_file
+    compiled.lenient = lenient
+    if weights_file is not None and compiled.fresh_weights:
+        shown = ", ".join(compiled.fresh_weights[:10]) + (" ..." if len(compiled.fresh_weights) > 10 else "")
+        warn(f"{len(compiled.fresh_weights)} weight(s) are not in {weights_file.name} and were initialised afresh: "
+             f"{shown}", None)
     return compiled
 
 
@@ -99,7 +112,11 @@ def _proto_of(compiled: CompiledMarkup) -> onnx.ModelProto:
     from dsl.markup.shapes import check_declared_shapes
 
     proto = model_to_proto(compiled.model, producer_name=compiled.model.producer_name)
-    check_declared_shapes(proto, compiled.declarations, compiled.node_locations)
+    param_locations = {
+        value.name: value.location for value in compiled.model.graph.initializers if value.location is not None
+    }
+    check_declared_shapes(proto, compiled.declarations, compiled.node_locations, param_locations,
+                          lenient=compiled.lenient)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as error:
@@ -133,13 +150,14 @@ def export(
     index: str | None = None,
     *,
     seed: int | None = None,
+    lenient: bool = False,
 ) -> onnx.ModelProto:
     """Compile a markup project to an ONNX file (Agrippa's ``export``), returning the model.
 
     ``outfile`` defaults to the project path plus ``.onnx``.  With ``write_weights`` the
     parameters (loaded or freshly initialised) are saved as ``weights.npz`` in the
     project, so the next export reproduces the same model.  ``suppress`` silences the
-    note about freshly initialised weights.
+    note about freshly initialised weights; ``lenient`` is as for :func:`compile_project`.
 
     >>> export("my-project", "model.onnx", bindings={"n": 4, "layers": 6})   # doctest: +SKIP
     """
@@ -153,6 +171,7 @@ def export(
         seed=seed,
         producer=producer,
         graph_name=graph_name,
+        lenient=lenient,
     )
     proto = _proto_of(compiled)
     source = Path(infile)
@@ -162,7 +181,7 @@ def export(
     if write_weights:
         directory = source.parent if source.is_file() else source
         write_weights_file(directory / NPZ_NAME, compiled.weights)
-    if compiled.fresh_weights and not suppress:
+    if compiled.fresh_weights and not suppress and compiled.weights_file is None:  # (else warned already)
         shown = ", ".join(compiled.fresh_weights[:5]) + (" ..." if len(compiled.fresh_weights) > 5 else "")
         print(f"onnxquill: initialised {len(compiled.fresh_weights)} weights afresh: {shown}", file=sys.stderr)
     return proto

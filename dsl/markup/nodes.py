@@ -11,8 +11,8 @@ from __future__ import annotations
 from dsl import ir, types
 from dsl.errors import DslError, MarkupError
 from dsl.markup import attributes as read
-from dsl.markup.document import Element
-from dsl.markup.state import FLOAT, CompilerState, Declaration
+from dsl.markup.document import Attribute, Element
+from dsl.markup.state import EDITOR_ATTRIBUTES, FLOAT, CompilerState, Declaration
 from dsl.opsets import Op, get_opset, schema_domains
 
 __all__ = ["NodeCompiler"]
@@ -40,6 +40,14 @@ class NodeCompiler(CompilerState):
         except DslError as error:
             raise error.with_location(op_attr.value_location) from None
 
+    def _skips_attribute(self, element: Element, name: str, attribute: Attribute) -> bool:
+        """True (after a warning) for editor layout, and under ``lenient`` for any
+        attribute the op does not have; False leaves the op to refuse it."""
+        if name in EDITOR_ATTRIBUTES or self.lenient:
+            self._unknown_attribute(element, name, attribute, _NODE_ATTRS)
+            return True
+        return False
+
     def _node(self, element: Element, prefix: str) -> None:
         self._check(
             element, _NODE_ATTRS, ("op",), children=("input", "params", "output"), open_attributes=True
@@ -53,6 +61,8 @@ class NodeCompiler(CompilerState):
                 if name in _NODE_ATTRS:
                     continue
                 kind = op.attribute_kind(name)
+                if kind is None and op.schema is not None and self._skips_attribute(element, name, attribute):
+                    continue
                 if kind is None:
                     op.check_attribute_name(name, attribute.location)
                 value = read.read_onnx_attribute(attribute, kind, self.bindings)

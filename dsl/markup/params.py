@@ -1,9 +1,12 @@
 """Parameters: ``<params>`` -> graph initializers, loaded from the weights file or initialised.
 
 Non-shared parameters are numbered per name (``W$1``, ``W$2``... one per copy, as in
-Agrippa); a shared one keeps its bare name and is created once; a frozen one carries
-``$constant`` in its name (Agrippa's marker, a torch buffer later).  A stored weight of
-the wrong shape is an error, never reshaped or re-initialised.
+Agrippa); a shared one keeps its bare name and is created once.  Parameters of an
+imported file carry its ``name$`` prefix; Agrippa dropped it and numbered them with the
+rest, so a ``weights.pkl`` from Agrippa is read under those names (``W$2`` for the
+second ``W`` of the model wherever it is).  A frozen one carries ``$constant`` in its
+name (Agrippa's marker, a torch buffer later).  A stored weight of the wrong shape is
+an error, never reshaped or re-initialised.
 """
 
 from __future__ import annotations
@@ -43,15 +46,21 @@ class ParamCompiler(CompilerState):
 
     def _param(self, element: Element, prefix: str) -> ir.Value:
         declared = self._param_declaration(element)
-        base = prefix + self._name(element, "name") + ("$constant" if declared.frozen else "")
+        local = self._name(element, "name") + ("$constant" if declared.frozen else "")
+        base = prefix + local
         if declared.shared:
             existing = self._shared_param(base, declared, element)
             if existing is not None:
                 return existing
             name = base
+            stored_name = local if self.agrippa_weight_names else base
         else:
             name = self._numbered_param_name(base)
-        array = self._param_array(name, declared)
+            stored_name = name
+            if self.agrippa_weight_names:  # Agrippa: no import prefix, one count per name over the model
+                count = self.agrippa_counters[local] = self.agrippa_counters.get(local, 0) + 1
+                stored_name = f"{local}${count}"
+        array = self._param_array(name, declared, stored_name)
         value = ir.Value(
             name,
             ir.TensorType(declared.elem, declared.dims),
@@ -118,12 +127,13 @@ class ParamCompiler(CompilerState):
         self.param_counters[base] = counter
         return name
 
-    def _param_array(self, name: str, declared: _Declaration) -> np.ndarray:
-        """The stored weight (checked against the declaration), else a freshly initialised one."""
+    def _param_array(self, name: str, declared: _Declaration, stored_name: str) -> np.ndarray:
+        """The stored weight ``stored_name`` (checked against the declaration), else a
+        freshly initialised one."""
         # A frozen zeros/ones/constant is fully said by the markup: editing init_args must
         # take effect, so such a parameter is never read back from the weights file.
         from_markup = declared.frozen and declared.init in ("zeros", "ones", "constant")
-        stored = None if self.reinit or from_markup else self.stored_weights.get(name)
+        stored = None if self.reinit or from_markup else self.stored_weights.get(stored_name)
         if stored is not None:
             return fit_weight(name, stored, declared.dims, declared.elem, declared.dims_location)
         array = initial_value(

@@ -2,7 +2,9 @@
 
 A project is a directory holding one architecture file (``.agr`` or ``.xml``), optional
 weights and an optional ``meta.json``.  Agrippa took whichever architecture file
-``os.listdir`` happened to list first; here two candidates without ``index=`` are an error.
+``os.listdir`` happened to list first; here, of several files, the model is the one no
+other file imports (``<block src=...>``), and two such candidates without ``index=``
+are an error.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.markup.document import Element, parse_document
 
 __all__ = ["ProjectFiles", "locate_project", "read_meta", "ARCHITECTURE_SUFFIXES"]
 
@@ -53,12 +56,37 @@ def locate_project(infile: str | Path, index: str | None = None) -> ProjectFiles
             hint="a project needs one file ending in .agr or .xml",
         )
     if len(candidates) > 1:
-        names = ", ".join(p.name for p in candidates)
+        roots = _not_imported(candidates)
+        if len(roots) == 1:
+            return ProjectFiles(path, roots[0])
+        names = ", ".join(p.name for p in roots)
         raise MarkupError(
-            f"{path} holds {len(candidates)} architecture files ({names}); which one is the model?",
-            hint=f"pass index={candidates[0].name!r} (--index on the command line), or move the others into a folder",
+            f"{path} holds {len(roots)} architecture files that no other file imports ({names}); "
+            "which one is the model?",
+            hint=f"pass index={roots[0].name!r} (--index on the command line), or move the others into a folder",
         )
     return ProjectFiles(path, candidates[0])
+
+
+def _not_imported(candidates: list[Path]) -> list[Path]:
+    """The files no other candidate imports with ``<block src=...>``: the model is the
+    one file of a project that others do not import (Agrippa's projects of several files)."""
+    imported: set[Path] = set()
+    for candidate in candidates:
+        for element in _elements(parse_document(candidate, candidate.name)):
+            source = element.get("src") if element.tag == "block" else None
+            if source is not None:
+                imported.add((candidate.parent / source.text.strip()).resolve())
+    return [c for c in candidates if c.resolve() not in imported] or candidates
+
+
+def _elements(root: Element) -> list[Element]:
+    found, pending = [], [root]
+    while pending:
+        element = pending.pop()
+        found.append(element)
+        pending.extend(element.children)
+    return found
 
 
 def read_meta(directory: Path) -> dict[str, str]:

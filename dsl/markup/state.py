@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,11 +26,26 @@ from dsl.ir import SourceLocation
 from dsl.markup import attributes as read
 from dsl.markup.document import Attribute, Element, parse_document
 
-__all__ = ["CompiledMarkup", "Declaration", "Context", "CompilerState", "describe_tag", "DEFAULT_OPSET", "FLOAT", "IO_ATTRS"]
+__all__ = [
+    "CompiledMarkup", "Declaration", "Context", "CompilerState", "MarkupWarning", "describe_tag", "warn",
+    "DEFAULT_OPSET", "FLOAT", "IO_ATTRS", "EDITOR_ATTRIBUTES",
+]
 
 DEFAULT_OPSET = 13  # what Agrippa wrote; <model opset="18"> picks another
 FLOAT = types.FLOAT.enum
 IO_ATTRS = ("from", "dim", "type")
+# Layout that Agrippa's graphical editor writes on the tags it draws; Agrippa ignores it,
+# so it is skipped here too (with a warning, in case one was meant as something else).
+EDITOR_ATTRIBUTES = ("x", "y", "width", "height", "color", "collapsed")
+
+
+class MarkupWarning(UserWarning):
+    """Something in a markup project that Agrippa tolerates and onnxquill skips or repairs."""
+
+
+def warn(message: str, location: SourceLocation | None) -> None:
+    """A :class:`MarkupWarning` that starts with ``file:line:column``, as errors do."""
+    warnings.warn(f"{location}: {message}" if location is not None else message, MarkupWarning, stacklevel=3)
 
 
 @dataclass(slots=True)
@@ -53,6 +69,7 @@ class CompiledMarkup:
     node_locations: dict[str, SourceLocation]
     fresh_weights: list[str] = field(default_factory=list)
     weights_file: Path | None = None
+    lenient: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,11 +94,18 @@ class CompilerState:
         stored_weights: Mapping[str, np.ndarray],
         reinit: bool,
         rng: np.random.Generator,
+        lenient: bool = False,
+        agrippa_weight_names: bool = False,
     ) -> None:
         self.bindings = dict(bindings)
         self.stored_weights = stored_weights
         self.reinit = reinit
         self.rng = rng
+        self.lenient = lenient
+        # A weights.pkl from Agrippa names the parameters of imported files without
+        # their name$ prefix, numbered across the whole model: look them up that way.
+        self.agrippa_weight_names = agrippa_weight_names
+        self.agrippa_counters: dict[str, int] = {}
         self.env: dict[str, ir.Value] = {}
         self.owners: dict[str, tuple[tuple[int, str], SourceLocation]] = {}
         self.defined_log: list[str] = []
@@ -137,13 +161,7 @@ class CompilerState:
         if not open_attributes:
             for name, attribute in element.attributes.items():
                 if name not in allowed:
-                    close = difflib.get_close_matches(name, allowed, n=1)
-                    raise MarkupError(
-                        f"{describe_tag(element)} has no attribute {name!r}",
-                        attribute.location,
-                        hint=(f"did you mean {close[0]!r}? " if close else "")
-                        + f"the attributes of {describe_tag(element)} are: {', '.join(allowed)}",
-                    )
+                    self._unknown_attribute(element, name, attribute, allowed)
         for name in required:
             if name not in element.attributes:
                 raise MarkupError(
@@ -161,6 +179,22 @@ class CompilerState:
                     hint=(f"did you mean <{close[0]}>? " if close else "") + f"{describe_tag(element)} holds {inside}",
                 )
         self.checked.add(id(element))
+
+    def _unknown_attribute(self, element: Element, name: str, attribute: Attribute, allowed: tuple[str, ...]) -> None:
+        """Editor layout is skipped with a warning; anything else is an error, or a
+        warning under ``lenient=True`` (Agrippa ignored every unknown attribute)."""
+        close = difflib.get_close_matches(name, allowed, n=1)
+        if name in EDITOR_ATTRIBUTES:
+            warn(f"{describe_tag(element)}: ignoring {name!r}, layout written by Agrippa's editor", attribute.location)
+            return
+        message = f"{describe_tag(element)} has no attribute {name!r}"
+        hint = (f"did you mean {close[0]!r}? " if close else "") + (
+            f"the attributes of {describe_tag(element)} are: {', '.join(allowed)}"
+        )
+        if self.lenient:
+            warn(f"{message}; ignored under lenient=True ({hint})", attribute.location)
+            return
+        raise MarkupError(message, attribute.location, hint=hint + "; export(..., lenient=True) ignores it")
 
     # ------------------------------------------------------------------ names
 

@@ -2,9 +2,10 @@
 
 The default weight file is ``weights.npz`` (numpy's zip of arrays, in the format of
 :mod:`dsl.weights_file`): nothing in it can run code.  Agrippa wrote ``weights.pkl``, a
-pickle; those are still readable, through an unpickler that resolves only the handful
-of numpy functions that rebuild arrays, so a pickle carrying code fails before anything
-runs.  Initialisers follow Agrippa's names (default scaled normal, ``normal``,
+pickle (of numpy arrays, or of torch tensors); those are still readable, through an
+unpickler that resolves only the handful of numpy functions that rebuild arrays and
+rebuilds torch tensors itself (:mod:`dsl.markup.torch_pickle`), so a pickle carrying
+code fails before anything runs.  Initialisers follow Agrippa's names (default scaled normal, ``normal``,
 ``uni_random``, ``zeros``, ``ones``, ``constant``) but check their arguments instead of
 silently falling back to N(0, 1).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import io
 import math
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy as np
 from dsl import types
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.markup.torch_pickle import RefusedGlobal, TorchAwareUnpickler, is_torch_zip, load_torch_zip
 from dsl.weights_file import WeightsFileError, read_weights_file
 
 __all__ = [
@@ -38,49 +39,28 @@ NPZ_NAME = "weights.npz"
 PICKLE_NAME = "weights.pkl"
 INIT_KINDS = ("xavier", "normal", "uni_random", "zeros", "ones", "constant")
 
-# (module, name) pairs a pickle of numpy arrays needs, across numpy 1.x and 2.x.
-_ALLOWED_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("collections", "OrderedDict"),
-}
-
-
-class _RefusedGlobal(pickle.UnpicklingError):
-    """A pickle named a callable outside the allowed few."""
-
-
-class _ArrayOnlyUnpickler(pickle.Unpickler):
-    """Resolves only the globals that rebuild numpy arrays; anything else is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED_GLOBALS:
-            return super().find_class(module, name)
-        raise _RefusedGlobal(f"{module}.{name}")
-
 
 def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
     """Read an Agrippa ``weights.pkl`` without letting it run code.
 
-    Only dicts, lists, numbers and numpy arrays can come out; a pickle that names any
-    other callable (``os.system``, ``builtins.eval``...) raises :class:`MarkupError`
-    before the callable is ever looked up.
+    Only dicts, lists, numbers, numpy arrays and torch tensors (a pickle of them, or a
+    ``torch.save`` archive, as Agrippa's ``save_torch_model`` leaves; rebuilt as numpy
+    arrays by :mod:`dsl.markup.torch_pickle`, torch not needed) can come out; a pickle
+    that names any other callable (``os.system``, ``builtins.eval``...) raises
+    :class:`MarkupError` before the callable is ever looked up.
     """
     shown = SourceLocation(str(path), 1, 0)
     try:
         raw = path.read_bytes()
-        loaded = _ArrayOnlyUnpickler(io.BytesIO(raw)).load()
-    except _RefusedGlobal as error:
+        if is_torch_zip(raw):
+            loaded = load_torch_zip(raw)
+        else:
+            loaded = TorchAwareUnpickler(io.BytesIO(raw)).load()
+    except RefusedGlobal as error:
         raise MarkupError(
             f"{path.name} refers to {error}, which a weights file has no business calling; refusing to load it",
             shown,
-            hint="a weights pickle may hold only numpy arrays in a dict; re-save the weights as weights.npz",
+            hint="a weights pickle may hold only numpy arrays or torch tensors in a dict; re-save as weights.npz",
         ) from None
     except Exception as error:  # a damaged pickle fails in many ways; none may escape as a crash
         raise MarkupError(f"cannot read {path.name}: {error}", shown, hint="the file is damaged") from None
@@ -89,7 +69,7 @@ def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
     weights: dict[str, np.ndarray] = {}
     for key, value in loaded.items():
         array = np.asarray(value) if isinstance(value, (list, int, float, np.ndarray, np.generic)) else None
-        if not isinstance(key, str) or array is None or array.dtype.kind not in "biufc":
+        if not isinstance(key, str) or array is None or (array.dtype.kind not in "biufc" and array.dtype.name != "bfloat16"):
             raise MarkupError(
                 f"{path.name}: entry {key!r} is not a numeric array",
                 shown,
