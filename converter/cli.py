@@ -106,8 +106,7 @@ def _run_compile(args: argparse.Namespace) -> int:
     options = model_options(function)
     if args.ir_version is not None:
         options["ir_version"] = args.ir_version
-    model = function.to_model_proto(**options)
-    _save_model(model, args.output)
+    model = _write_compiled(function, options, args.output)
     print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
     return 0
 
@@ -152,13 +151,40 @@ def _run_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+# Protobuf cannot serialise 2 GB: models with more weights keep them in a side file.
+_PROTO_LIMIT = 2**31 - 2**24
+
+
+def _write_compiled(function: Any, options: dict[str, Any], path: str) -> onnx.ModelProto:
+    """Compile and save; large weights go from the IR's arrays straight to ``PATH.data``."""
+    import os
+
+    import onnx
+
+    from converter.external_data import ExternalDataWriter, StreamedWeights, write_streamed
+    from dsl.file_writing import overwritten
+
+    weights = sum(v.initializer.array.nbytes for v in function.function.graph.initializers
+                  if v.initializer is not None)
+    if weights <= _PROTO_LIMIT:
+        streamed = StreamedWeights()
+        model = function.to_model_proto(external_data=streamed, **options)
+        with overwritten(path) as stream:
+            write_streamed(model, stream, streamed)
+        return model
+    location = os.path.basename(path) + ".data"
+    with overwritten(os.path.join(os.path.dirname(os.path.abspath(path)), location)) as stream:
+        model = function.to_model_proto(external_data=ExternalDataWriter(stream, location), **options)
+    onnx.save_model(model, path)
+    return model
+
+
 def _save_model(model: onnx.ModelProto, path: str) -> None:
     import os
 
     import onnx
 
-    # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
-    large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24
+    large = sum(t.ByteSize() for t in model.graph.initializer) > _PROTO_LIMIT
     onnx.save_model(model, path, save_as_external_data=large, location=os.path.basename(path) + ".data" if large else None)
 
 

@@ -15,7 +15,8 @@ What is kept, and how:
   "overridable weight" from "constant weight";
 * tensors are numpy arrays: plain numeric ones are views of ``raw_data`` (or built from
   the typed field), the rest come from ``onnx.numpy_helper.to_array`` (ml_dtypes arrays
-  for the new element types); external data is read by ``onnx.load``;
+  for the new element types); external data is read straight into its arrays
+  (:mod:`converter.external_data`), never held in protos;
 * types are shared: equal TypeProtos become one immutable IR type object.
 
 Not kept: ``training_info``, ``quantization_annotation`` and per-node/function
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from converter.external_data import read_external_array
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
@@ -73,8 +75,11 @@ def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True)
     >>> len(model.graph.nodes)                      # doctest: +SKIP
     176
     """
-    proto = read_model_proto(path, load_external_data=load_external_data)
-    return model_from_proto(proto, source=os.fspath(path))
+    # External data is read below, straight into the arrays the IR keeps (converter.external_data).
+    proto = read_model_proto(path, load_external_data=False)
+    folder = os.path.dirname(os.path.abspath(os.fspath(path))) if load_external_data else None
+    with collection_paused():
+        return _model_from_proto(proto, os.fspath(path), folder)
 
 
 def read_model_proto(path: str | os.PathLike[str], *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -132,8 +137,9 @@ def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>") -> ir.M
         return _model_from_proto(proto, source)
 
 
-def _model_from_proto(proto: onnx.ModelProto, source: str) -> ir.Model:
+def _model_from_proto(proto: onnx.ModelProto, source: str, external_folder: str | None = None) -> ir.Model:
     reader = _Reader(source)
+    reader.external_folder = external_folder
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
     reader.fill_functions()
@@ -196,6 +202,7 @@ class _Reader:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.external_folder: str | None = None  # where external data lies (None: not read)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
@@ -560,7 +567,10 @@ class _Reader:
                 )
             return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
         try:
-            array = numpy_helper.to_array(proto)
+            if proto.data_location == 1 and self.external_folder is not None:
+                array = read_external_array(proto, self.external_folder)
+            else:
+                array = numpy_helper.to_array(proto)
         except (ValueError, TypeError, KeyError, OSError, ValidationError) as error:  # (Validation: external data)
             raise ModelLoadError(
                 f"{self.source}: tensor {proto.name!r} cannot be read ({error})",

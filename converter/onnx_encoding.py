@@ -13,7 +13,7 @@ types, overloads).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -21,6 +21,9 @@ from onnx import numpy_helper
 
 from dsl import ir, types
 from dsl.errors import ConversionError
+
+if TYPE_CHECKING:
+    from converter.external_data import WeightsSink
 
 # The fill_*/emit_* writers, Export and BodyContext are converter.to_onnx's building blocks.
 __all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto"]
@@ -35,13 +38,17 @@ SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.on
 
 
 class Export:
-    """What one export learns while writing protos: features that raise the IR version."""
+    """What one export learns while writing protos: features that raise the IR version.
 
-    __slots__ = ("elem_types", "min_ir_version")
+    ``external``, when set, takes the large initializers as they are written, to an
+    external data file or to be streamed into the model file (:mod:`converter.external_data`)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("elem_types", "external", "min_ir_version")
+
+    def __init__(self, external: WeightsSink | None = None) -> None:
         self.min_ir_version = 3
         self.elem_types: set[int] = set()
+        self.external = external
 
     def need(self, ir_version: int) -> None:
         if ir_version > self.min_ir_version:
@@ -361,6 +368,13 @@ def _input_name(value: ir.Value, context: BodyContext, nodes: Any, initializers:
 
 def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: Any, initializers: Any) -> None:
     """An initializer named ``name``; in a FunctionProto (``initializers`` None) a Constant node."""
+    external = context.export.external
+    if external is not None and initializers is not None and external.takes(tensor.array, tensor.elem_type):
+        # Written from the array's own buffer: the weights are never copied into the proto.
+        context.export.elem_types.add(tensor.elem_type)
+        written = initializers.add(name=name, doc_string=tensor.doc_string)
+        external.fill(written, tensor.array, tensor.elem_type)
+        return
     proto = _tensor_proto(tensor, context.export)
     if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
         node = nodes.add(op_type="Constant", output=[name])

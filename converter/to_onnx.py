@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -39,6 +39,9 @@ from converter.onnx_encoding import (
 )
 from dsl import ir, types
 from dsl.errors import ConversionError
+
+if TYPE_CHECKING:
+    from converter.external_data import WeightsSink
 
 __all__ = ["function_to_proto", "model_to_proto", "graph_to_proto", "tensor_to_proto", "type_to_proto"]
 
@@ -288,6 +291,7 @@ def model_to_proto(
     infer_output_types: bool = True,
     functions: list[ir.Function] | None = None,
     initializers: list[ir.Tensor | ir.SparseTensor] | None = None,
+    external_data: WeightsSink | None = None,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -302,7 +306,10 @@ def model_to_proto(
     ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).  ``functions``
     adds model-local functions nothing calls, and ``initializers`` main-graph
     initializers nothing reads (named after themselves where free), so that a model read
-    from a file comes back whole.
+    from a file comes back whole.  ``external_data`` (a
+    :class:`converter.external_data.WeightsSink`) takes large initializers as they are
+    reached, to write them from the IR's arrays: the weights are never copied into the
+    proto (how models over protobuf's 2 GB are written, and others without a copy).
 
     >>> from dsl import script, FLOAT, opset18 as op
     >>> @script()
@@ -312,7 +319,7 @@ def model_to_proto(
     8
     """
     source = _ModelSource(function_or_model, attributes=attributes, extra_functions=functions or [])
-    export = Export()
+    export = Export(external_data)
     function_names = _function_names(source.functions)
     imports = _model_opset_imports(source, function_names)
     overrides = _io_type_overrides(source.graph, io_types)

@@ -101,14 +101,25 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         held = info.file_size - member.tell()
         if declared > held:
             raise WeightsFileError(f"member {info.filename!r} declares {declared} bytes of data but holds {held}")
-        data = member.read(declared)
-    if len(data) < declared:
-        raise WeightsFileError(f"member {info.filename!r} ends after {len(data)} of its {declared} bytes")
-    if declared == 0:
-        return np.zeros(shape, dtype)
-    # (a copy: arrays backed by the read bytes would be read-only)
-    flat = np.frombuffer(data, dtype=dtype, count=count).copy()
+        flat = _read_into_array(member, dtype, count, info.filename)
     return flat.reshape(shape[::-1]).transpose() if fortran_order else flat.reshape(shape)
+
+
+_CHUNK = 16 << 20  # bytes per read: the weights are read into their array, never held twice
+
+
+def _read_into_array(member: IO[bytes], dtype: np.dtype, count: int, filename: str) -> np.ndarray:
+    """``count`` items read straight into a new array (no intermediate bytes of its size)."""
+    flat = np.empty(count, dtype)
+    view = flat.view(np.uint8).data
+    done = 0
+    while done < len(view):
+        chunk = member.read(min(_CHUNK, len(view) - done))
+        if not chunk:
+            raise WeightsFileError(f"member {filename!r} ends after {done} of its {len(view)} bytes")
+        view[done: done + len(chunk)] = chunk
+        done += len(chunk)
+    return flat
 
 
 def _dtype_names(stored: np.ndarray | None) -> dict[str, str]:

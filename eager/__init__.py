@@ -2,9 +2,10 @@
 
 ``op.Add(x, y)`` outside ``@script`` (:func:`call_op`), calling a ``@script`` function
 with arrays (:func:`call_script`, which runs the Python body with :class:`EagerTensor`
-values) and :func:`run` (a whole model or function, node by node) all execute one op at
-a time in a cached one-op onnxruntime session (:func:`set_cache_size`,
-:func:`cache_info`, :func:`clear_cache`).
+values) execute one op at a time in a cached one-op onnxruntime session
+(:func:`set_cache_size`, :func:`cache_info`, :func:`clear_cache`); :func:`run` runs a
+whole model or function in one cached session for the model where it can
+(:func:`set_model_cache_size`, :func:`model_cache_info`), node by node where it cannot.
 
 Which backend ran: :func:`last_backend` returns a :class:`BackendReport` ``(op,
 backend, reason)`` for the latest op call in this thread — ``backend`` is
@@ -19,7 +20,7 @@ evaluators), ``ortvalues`` (raw buffers for bfloat16/float8/4-bit), ``values``
 (numpy/torch conversion), ``tensor`` (EagerTensor), ``sequences`` (sequence values as
 lists of tensors, :class:`EagerSequence`; optionals as their value or None),
 ``indexing``, ``control_flow`` (If/Loop/Scan/SequenceMap with ``@graph()`` bodies),
-``script_call``, ``script_context`` (what a running body sets: the operators' opset,
+``script_call``, ``model_session`` (one session per model for ``run``), ``script_context`` (what a running body sets: the operators' opset,
 whether results stay EagerTensors), ``results`` (results typed by the return
 annotation, as compiled), ``model_runner``, ``call_site`` (error locations, number of
 unpacked outputs), ``attributes`` (cache keys; protos by :mod:`converter.onnx_encoding`).
@@ -39,7 +40,16 @@ from eager.model_runner import RunResult, run
 from eager.op_call import call_op
 from eager.script_call import call_script
 from eager.sequences import EagerSequence
-from eager.sessions import BackendReport, CacheInfo, cache_info, clear_cache, last_backend, set_cache_size
+from eager.sessions import (
+    BackendReport,
+    CacheInfo,
+    cache_info,
+    clear_cache,
+    last_backend,
+    model_cache_info,
+    set_cache_size,
+    set_model_cache_size,
+)
 from eager.tensor import EagerTensor
 
 __all__ = [
@@ -52,6 +62,8 @@ __all__ = [
     "set_cache_size",
     "cache_info",
     "clear_cache",
+    "set_model_cache_size",
+    "model_cache_info",
     "CacheInfo",
     "last_backend",
     "BackendReport",

@@ -1,6 +1,12 @@
-"""Whole-model execution, node by node, with every intermediate value kept by name.
+"""Whole-model execution with every intermediate value kept by name: ``eager.run``.
 
-``eager.run`` accepts what a user debugging a model has at hand — an ``.onnx`` path, a
+A model runs in one cached onnxruntime session when it can (:mod:`eager.model_session`,
+intermediate values added as outputs); this module is also the node-by-node runner used
+for what one session cannot do: stopping at a node, a model onnxruntime refuses as a
+whole (the failing node is named), and the values inside If/Loop bodies and function
+calls, for which those nodes are rerun node by node after the session's run.
+
+Node by node, ``eager.run`` accepts what a user debugging a model has at hand — an ``.onnx`` path, a
 ``ModelProto``/``FunctionProto``, a ``@script`` function, an IR ``Function``/``Model`` —
 turns it into protos (IR through ``converter.to_onnx``, the one serialiser; protos are
 walked directly, so this never depends on the proto -> IR reader), and runs each node as
@@ -37,7 +43,8 @@ from dsl import ir, types
 from dsl.errors import DslTypeError, EagerError, ModelLoadError
 from eager import values
 from eager.call_site import caller_location
-from eager.kernels import KernelBuildError, KernelSpec, build_kernel
+from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
+from eager.model_session import ModelSession, prepared, value_signature
 from eager.sessions import KERNELS, LAST
 
 __all__ = ["run", "RunResult"]
@@ -57,13 +64,25 @@ class _Program(NamedTuple):
     input_types: dict[str, onnx.TypeProto]
 
 
-def run(model_or_function: Any, inputs: Any = (), capture: bool = False) -> Any:
-    """Run a model or function node by node on real inputs.
+def run(
+    model_or_function: Any,
+    inputs: Any = (),
+    capture: bool = False,
+    *,
+    node_by_node: bool = False,
+    stop_after: str | None = None,
+) -> Any:
+    """Run a model or function on real inputs, in one onnxruntime session where it can.
 
     ``inputs`` is a list (in input order) or a dict by input name of numpy arrays (lists
     of arrays for sequence inputs).  Returns the list of outputs; with ``capture=True`` a
     :class:`RunResult` whose ``values`` holds every input, initializer and node output
-    by name.
+    by name (values inside If/Loop bodies and model-local functions under
+    ``"<node>/..."``).  A model runs as one cached session with its intermediate values
+    as extra outputs (:mod:`eager.model_session`); ``node_by_node=True`` runs each node
+    in its own one-op session instead, as does ``stop_after`` (a node name or a value
+    name: run up to that node, and return its outputs), and so does any model
+    onnxruntime refuses as a whole, so that the node at fault is named.
 
     >>> import numpy as np, onnx.helper as oh, eager
     >>> graph = oh.make_graph([oh.make_node("Relu", ["x"], ["y"]), oh.make_node("Neg", ["y"], ["z"])], "g",
@@ -72,6 +91,11 @@ def run(model_or_function: Any, inputs: Any = (), capture: bool = False) -> Any:
     >>> result.values["y"]
     array([0., 2.], dtype=float32)
     """
+    inputs = dict(inputs) if isinstance(inputs, dict) else list(inputs)
+    if not node_by_node and stop_after is None:
+        found = _run_in_one_session(model_or_function, inputs, capture)
+        if found is not None:
+            return found
     program = _load(model_or_function)
     env: dict[str, Any] = {}
     graph = program.graph
@@ -81,9 +105,16 @@ def run(model_or_function: Any, inputs: Any = (), capture: bool = False) -> Any:
             env[initializer.name] = onnx.numpy_helper.to_array(initializer)
     _bind_inputs(input_names, inputs, program.input_types, env)
     attributes = _function_defaults(graph) if isinstance(graph, onnx.FunctionProto) else {}
-    runner = _Runner(program, dict(env) if capture else None)
-    runner.run_nodes(graph.node, env, attributes, "")
+    runner = _Runner(program, dict(env) if capture else None, stop_after)
     output_names = list(graph.output) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.output]
+    try:
+        runner.run_nodes(graph.node, env, attributes, "")
+    except _Stopped:
+        output_names = runner.stopped_at
+    else:
+        if stop_after is not None:
+            raise EagerError(f"stop_after={stop_after!r} names no node and no node output of the main graph",
+                             caller_location(), hint="pass a node's name or the name of a value a node computes")
     missing = [name for name in output_names if name not in env]
     if missing:
         raise EagerError(f"the graph's output(s) {', '.join(missing)} are never computed", caller_location())
@@ -91,6 +122,53 @@ def run(model_or_function: Any, inputs: Any = (), capture: bool = False) -> Any:
     if capture:
         return RunResult(outputs, runner.captured if runner.captured is not None else {})
     return outputs
+
+
+_DEFAULT: Any = object()  # an initializer listed as an input: bound unless the caller gives it
+
+
+def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: bool) -> Any:
+    """The run in one whole-model session, or None where it must run node by node."""
+    given = inputs.values() if isinstance(inputs, dict) else inputs
+    signature = tuple(value_signature(v) for v in given)
+    if isinstance(inputs, dict):
+        signature += tuple(inputs)
+    session = prepared(obj, capture, signature)
+    if session is None:
+        return None
+    env: dict[str, Any] = dict.fromkeys(session.defaults, _DEFAULT)
+    _bind_inputs(session.input_names, inputs, session.declared, env)
+    feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
+    try:
+        results = session.run(feeds)
+    except Exception as error:  # onnxruntime's own classes: the node-by-node run names the node at fault
+        LOGGER.info("eager.run runs node by node: onnxruntime failed on the whole model: %s", error)
+        return None
+    n_outputs = len(session.output_names)
+    if not capture:
+        return results[:n_outputs]
+    computed = dict(zip(session.run_names, results))
+    captured = dict(session.initializer_values())
+    captured.update((name, value) for name, value in env.items() if value is not _DEFAULT)
+    _capture_nodes(session, computed, captured)
+    return RunResult(results[:n_outputs], captured)
+
+
+def _capture_nodes(session: ModelSession, computed: dict[str, Any], captured: dict[str, Any]) -> None:
+    """Node outputs in execution order; If/Loop/function-call nodes rerun node by node
+    for the values inside their bodies (their own outputs stay the session's)."""
+    assert session.proto is not None
+    proto = session.proto
+    functions = {(f.domain, f.name): f for f in proto.functions}
+    program = _Program(proto.graph, _opset_dict(proto.opset_import), functions, {})
+    runner = _Runner(program, captured, None)
+    for index, (node, names) in enumerate(zip(proto.graph.node, session.produced)):
+        inner = (node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop")) or (
+            (node.domain, node.op_type) in functions)
+        if inner:
+            runner.run_node_at(index, node, collections.ChainMap({}, captured), {}, "")
+        for name in names:
+            captured[name] = computed[name]
 
 
 # ------------------------------------------------------------------------- loading
@@ -260,10 +338,16 @@ def _outer_names(graph: onnx.GraphProto) -> list[str]:
     return list(used)
 
 
+class _Stopped(Exception):
+    """Raised past the node ``stop_after`` names: the run ends there."""
+
+
 class _Runner:
-    def __init__(self, program: _Program, captured: dict[str, Any] | None) -> None:
+    def __init__(self, program: _Program, captured: dict[str, Any] | None, stop_after: str | None = None) -> None:
         self.program = program
         self.captured = captured
+        self.stop_after = stop_after
+        self.stopped_at: list[str] = []
 
     def run_nodes(
         self,
@@ -273,35 +357,50 @@ class _Runner:
         prefix: str,
     ) -> None:
         for index, node in enumerate(nodes):
-            inputs: list[Any] = []
-            for name in node.input:
-                if not name:
-                    inputs.append(None)
-                elif name in env:
-                    inputs.append(env[name])
-                else:
-                    raise EagerError(
-                        f"node {index} ({node.op_type} {node.name!r}) reads {name!r}, which no earlier node, input "
-                        "or initializer defines",
-                        caller_location(),
-                        hint="the graph is not in topological order, or the name is misspelled",
-                    )
-            domain = "" if node.domain == "ai.onnx" else node.domain
-            function = self.program.functions.get((node.domain, node.op_type))
-            inner_prefix = f"{prefix}{node.name or f'{node.op_type}{index}'}/"
-            if function is not None:
-                outputs = self.call_function(function, node, inputs, attributes, inner_prefix)
-            elif domain == "" and node.op_type == "If":
-                outputs = self.run_if(node, inputs, env, attributes, inner_prefix)
-            elif domain == "" and node.op_type == "Loop":
-                outputs = self.run_loop(node, inputs, env, attributes, inner_prefix)
+            self.run_node_at(index, node, env, attributes, prefix)
+            if not prefix and self.stop_after is not None and (
+                    node.name == self.stop_after or self.stop_after in node.output):
+                self.stopped_at = [name for name in node.output if name]
+                raise _Stopped()
+
+    def run_node_at(
+        self,
+        index: int,
+        node: onnx.NodeProto,
+        env: MutableMapping[str, Any],
+        attributes: dict[str, onnx.AttributeProto],
+        prefix: str,
+    ) -> None:
+        """Run node number ``index`` of its graph, its outputs into ``env`` (and captured)."""
+        inputs: list[Any] = []
+        for name in node.input:
+            if not name:
+                inputs.append(None)
+            elif name in env:
+                inputs.append(env[name])
             else:
-                outputs = self.run_node(node, domain, inputs, env, attributes, index)
-            for name, value in zip(node.output, outputs):
-                if name:
-                    env[name] = value
-                    if self.captured is not None:
-                        self.captured[prefix + name] = value
+                raise EagerError(
+                    f"node {index} ({node.op_type} {node.name!r}) reads {name!r}, which no earlier node, input "
+                    "or initializer defines",
+                    caller_location(),
+                    hint="the graph is not in topological order, or the name is misspelled",
+                )
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        function = self.program.functions.get((node.domain, node.op_type))
+        inner_prefix = f"{prefix}{node.name or f'{node.op_type}{index}'}/"
+        if function is not None:
+            outputs = self.call_function(function, node, inputs, attributes, inner_prefix)
+        elif domain == "" and node.op_type == "If":
+            outputs = self.run_if(node, inputs, env, attributes, inner_prefix)
+        elif domain == "" and node.op_type == "Loop":
+            outputs = self.run_loop(node, inputs, env, attributes, inner_prefix)
+        else:
+            outputs = self.run_node(node, domain, inputs, env, attributes, index)
+        for name, value in zip(node.output, outputs):
+            if name:
+                env[name] = value
+                if self.captured is not None:
+                    self.captured[prefix + name] = value
 
     def run_graph(
         self,

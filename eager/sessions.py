@@ -1,4 +1,8 @@
-"""The bounded LRU cache of one-op kernels, and the report of which backend ran last.
+"""The bounded LRU caches of one-op kernels and of whole-model sessions, and the report
+of which backend ran last.
+
+:data:`MODEL_SESSIONS` holds ``eager.run``'s sessions over whole models (keys in
+:mod:`eager.model_session`); the rest of this docstring is about :data:`KERNELS`.
 
 Key: ``(domain, op_type, since_version, attributes, input signature, output count)``
 where the input signature is one ``(element type, rank)`` per input (``None`` for an
@@ -15,10 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["CacheInfo", "KernelCache", "KERNELS", "set_cache_size", "cache_info", "clear_cache",
-           "BackendReport", "last_backend"]
+__all__ = ["CacheInfo", "KernelCache", "KERNELS", "MODEL_SESSIONS", "set_cache_size", "cache_info", "clear_cache",
+           "set_model_cache_size", "model_cache_info", "BackendReport", "last_backend"]
 
 DEFAULT_SIZE = 512
+# Whole-model sessions hold a model's weights: few of them are kept.
+DEFAULT_MODEL_SESSIONS = 8
 
 
 class CacheInfo(NamedTuple):
@@ -85,6 +91,16 @@ class KernelCache:
 
 
 KERNELS = KernelCache()
+# Sessions over whole models (eager.run), keyed by model and input signature (see eager.model_session).
+MODEL_SESSIONS = KernelCache(DEFAULT_MODEL_SESSIONS)
+
+
+def _checked_size(maxsize: int) -> int:
+    from dsl.errors import EagerError
+
+    if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
+        raise EagerError(f"the cache size is a positive int, not {maxsize!r}", hint="e.g. eager.set_cache_size(256)")
+    return maxsize
 
 
 def set_cache_size(maxsize: int) -> None:
@@ -95,11 +111,7 @@ def set_cache_size(maxsize: int) -> None:
     >>> eager.cache_info().maxsize
     64
     """
-    from dsl.errors import EagerError
-
-    if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
-        raise EagerError(f"the cache size is a positive int, not {maxsize!r}", hint="e.g. eager.set_cache_size(256)")
-    KERNELS.resize(maxsize)
+    KERNELS.resize(_checked_size(maxsize))
 
 
 def cache_info() -> CacheInfo:
@@ -112,8 +124,29 @@ def cache_info() -> CacheInfo:
     return KERNELS.info()
 
 
+def set_model_cache_size(maxsize: int) -> None:
+    """Bound the number of cached whole-model sessions of ``eager.run`` (each holds its model's weights).
+
+    >>> import eager
+    >>> eager.set_model_cache_size(4)
+    >>> eager.model_cache_info().maxsize
+    4
+    """
+    MODEL_SESSIONS.resize(_checked_size(maxsize))
+
+
+def model_cache_info() -> CacheInfo:
+    """Hits, misses, bound, current size and evictions of the whole-model session cache.
+
+    >>> import eager
+    >>> eager.model_cache_info().maxsize > 0
+    True
+    """
+    return MODEL_SESSIONS.info()
+
+
 def clear_cache() -> None:
-    """Drop every cached session and reset the counters.
+    """Drop every cached session (one-op and whole-model) and reset the counters.
 
     >>> import eager
     >>> eager.clear_cache()
@@ -121,6 +154,7 @@ def clear_cache() -> None:
     0
     """
     KERNELS.clear()
+    MODEL_SESSIONS.clear()
 
 
 class BackendReport(NamedTuple):

@@ -1,4 +1,4 @@
-"""eager.run: whole models and functions node by node, with every value captured.
+"""eager.run: whole models and functions, with every value captured.
 
 Oracles: the same model run whole in onnxruntime, numpy, and the expected outputs
 stored with the ONNX backend test models (onnx/backend/test/data).
@@ -410,7 +410,8 @@ def test_backend_data_model(model_dir: str) -> None:
     data = os.path.join(model_dir, "test_data_set_0")
     inputs = [_load_pb(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
     expected = [_load_pb(p) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
-    got = eager.run(os.path.join(model_dir, "model.onnx"), inputs)
+    # Node by node: tests/test_eager_model_session.py checks the one-session run against this one.
+    got = eager.run(os.path.join(model_dir, "model.onnx"), inputs, node_by_node=True)
     assert len(got) == len(expected)
     for value, want in zip(got, expected):
         want = np.asarray(want)

@@ -53,6 +53,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.onnxruntime_limits": (1, "knowledge"),
     "dsl.weights_file": (1, "knowledge"),
     "dsl.file_writing": (1, "knowledge"),
+    "converter.external_data": (1, "knowledge"),
     "dsl.frontend": (2, "front end"),
     "dsl.markup": (2, "front end"),
     "converter.from_onnx": (2, "front end"),

@@ -1,0 +1,205 @@
+"""Speed and memory where models are big: weights read once, eager.run at one session's speed.
+
+Run ``python bench/scale.py`` from the repository root (``--weights-gb 2.1`` by default;
+``--no-large`` or ``--no-eager`` to run one half).  Two tables:
+
+1. A model with >= 2 GB of external-data weights is built in a temporary folder (one
+   layer at a time; removed at the end) and taken through ``converter.load_model``,
+   ``converter.write_python`` (source + ``.npz`` weights), ``onnxquill compile`` of that
+   source back to ONNX, ``eager.run`` and (when torch and ``converter.to_torch`` are
+   there) ``converter.to_torch``.  Each step runs in its own Python process, so its
+   peak resident memory (``ru_maxrss``) is its own; the table gives the time and the
+   peak as a ratio to the weights' size (goal: <= 1.3x for load_model, to_python and
+   compile), and the peak over the process's baseline after its imports.
+2. ``eager.run(path, feeds, capture=True)`` against one onnxruntime session
+   (``InferenceSession(path)`` with default options) on a CNN, a transformer encoder and
+   an LSTM (:mod:`bench.scale_models`): first call, each side in a fresh process (session
+   creation plus first run; goal <= 3x), and warm run, both sides in one process,
+   interleaved (best of at least 15 runs and 2 s; goal <= 2x).
+
+Figures taken on a busy machine vary between runs; ratios measured in the same run are
+what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+LARGE_STEPS = ("load_model", "to_python", "compile", "eager.run", "to_torch")
+WARM_RUNS = 15
+WARM_BUDGET_S = 2.0
+
+
+# ------------------------------------------------------------------ one step, one process
+
+
+def _peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (kilobytes on Linux)
+
+
+def _large_step(step: str, folder: str) -> dict[str, Any]:
+    import numpy as np
+
+    import converter
+    import eager
+
+    model_path = os.path.join(folder, "model.onnx")
+    source_path = os.path.join(folder, "generated", "model.py")
+    if step == "to_torch":
+        if not hasattr(converter, "to_torch"):
+            return {"skipped": "converter.to_torch is not in this tree"}
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return {"skipped": "torch is not installed"}
+    baseline = _peak_bytes()
+    start = time.perf_counter()
+    if step == "load_model":
+        model = converter.load_model(model_path)
+        assert model.graph.initializers
+    elif step == "to_python":
+        os.makedirs(os.path.dirname(source_path), exist_ok=True)
+        converter.write_python(model_path, source_path)
+    elif step == "compile":
+        from converter.cli import main
+
+        main(["compile", source_path, "-o", os.path.join(folder, "compiled", "model.onnx")])
+    elif step == "eager.run":
+        width = 4096
+        (output,) = eager.run(model_path, [np.ones((1, width), np.float32)])
+        assert output.shape == (1, width)
+    elif step == "to_torch":
+        module = converter.to_torch(converter.load_model(model_path))  # type: ignore[attr-defined]
+        assert module is not None
+    return {"seconds": time.perf_counter() - start, "peak": _peak_bytes(), "baseline": baseline}
+
+
+def _eager_step(side: str, model_path: str, feeds_path: str) -> dict[str, Any]:
+    """``side`` "onnxruntime" or "eager": the first call in this fresh process; "warm":
+    both sides' warm runs, interleaved so that bursts of load hit both alike."""
+    import numpy as np
+    import onnxruntime
+
+    import eager
+
+    with np.load(feeds_path) as stored:
+        feeds = {name: stored[name] for name in stored.files}
+    start = time.perf_counter()
+    if side in ("onnxruntime", "warm"):
+        session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)
+    if side in ("eager", "warm"):
+        eager.run(model_path, feeds, capture=True)
+    if side != "warm":
+        return {"first": time.perf_counter() - start}
+    calls = {"onnxruntime": lambda: session.run(None, feeds), "eager": lambda: eager.run(model_path, feeds, capture=True)}
+    best = dict.fromkeys(calls, float("inf"))
+    runs = 0
+    began = time.perf_counter()
+    while runs < WARM_RUNS or time.perf_counter() - began < WARM_BUDGET_S:  # best of many: load comes in bursts
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - start)
+        runs += 1
+    return best
+
+
+def _in_subprocess(*args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), *args], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        return {"failed": (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def large_table(weights_gb: float) -> None:
+    from bench.scale_models import large_model
+
+    folder = tempfile.mkdtemp(prefix="onnxquill-scale-")
+    try:
+        start = time.perf_counter()
+        _, weights = large_model(folder, int(weights_gb * 1e9))
+        print(f"built a model with {weights / 1e9:.2f} GB of external-data weights in "
+              f"{time.perf_counter() - start:.0f} s")
+        print(f"{'step':<12} {'seconds':>8} {'s per GB':>9} {'peak RSS / weights':>19} {'(over baseline)':>16}")
+        for step in LARGE_STEPS:
+            found = _in_subprocess("--large-step", step, folder)
+            if "seconds" not in found:
+                print(f"{step:<12} {found.get('skipped') or 'FAILED: ' + found.get('failed', '?')}")
+                continue
+            over = (found["peak"] - found["baseline"]) / weights
+            print(f"{step:<12} {found['seconds']:>8.1f} {found['seconds'] / (weights / 1e9):>9.2f} "
+                  f"{found['peak'] / weights:>18.2f}x {over:>15.2f}x")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def eager_table() -> None:
+    import numpy as np
+    import onnx
+
+    from bench.scale_models import SMALL_MODELS
+
+    folder = tempfile.mkdtemp(prefix="onnxquill-eager-")
+    try:
+        print(f"{'model':<22} {'nodes':>5} {'first: ort ms':>13} {'eager ms':>9} {'ratio':>6}   "
+              f"{'warm: ort ms':>12} {'eager ms':>9} {'ratio':>6}")
+        for label, build in SMALL_MODELS.items():
+            model, feeds = build()
+            model_path = os.path.join(folder, "model.onnx")
+            feeds_path = os.path.join(folder, "feeds.npz")
+            onnx.save_model(model, model_path)
+            np.savez(feeds_path, **feeds)
+            peer = _in_subprocess("--eager-step", "onnxruntime", model_path, feeds_path)
+            ours = _in_subprocess("--eager-step", "eager", model_path, feeds_path)
+            warm = _in_subprocess("--eager-step", "warm", model_path, feeds_path)
+            if "first" not in peer or "first" not in ours or "eager" not in warm:
+                print(f"{label:<22} FAILED: {peer.get('failed') or ours.get('failed') or warm.get('failed')}")
+                continue
+            print(f"{label:<22} {len(model.graph.node):>5} {peer['first'] * 1e3:>13.1f} {ours['first'] * 1e3:>9.1f} "
+                  f"{ours['first'] / peer['first']:>5.2f}x   {warm['onnxruntime'] * 1e3:>12.2f} "
+                  f"{warm['eager'] * 1e3:>9.2f} {warm['eager'] / warm['onnxruntime']:>5.2f}x")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--weights-gb", type=float, default=2.1, help="size of the large model's weights")
+    parser.add_argument("--no-large", action="store_true", help="skip the large-model table")
+    parser.add_argument("--no-eager", action="store_true", help="skip the eager.run table")
+    parser.add_argument("--large-step", nargs=2, metavar=("STEP", "FOLDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--eager-step", nargs=3, metavar=("SIDE", "MODEL", "FEEDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.large_step:
+        print(json.dumps(_large_step(*args.large_step)))
+        return
+    if args.eager_step:
+        print(json.dumps(_eager_step(*args.eager_step)))
+        return
+    if not args.no_eager:
+        eager_table()
+    if not args.no_large:
+        print()
+        large_table(args.weights_gb)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""eager.run in one whole-model session: the same values as node by node, cached sessions.
+
+Oracle: the node-by-node runner (``node_by_node=True``), itself checked against
+onnxruntime and the ONNX backend test data in ``tests/test_eager_run.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper
+import pytest
+
+import eager
+from dsl import EagerError, ir
+from tests.test_eager_run import _MODEL_DIRS, _load_pb, _why_no_backend_runs, make_model
+
+F32 = np.float32
+TF = onnx.TensorProto.FLOAT
+
+
+def assert_same_values(fast: eager.RunResult, slow: eager.RunResult) -> None:
+    """Same names in the same order, same values up to float rounding (the whole model's
+    MatMul may sum in another order than the one-op session's)."""
+    assert list(fast.values) == list(slow.values)
+    for name, want in slow.values.items():
+        got = fast.values[name]
+        if isinstance(want, list):
+            assert isinstance(got, list) and len(got) == len(want), name
+            for item, expected in zip(got, want):
+                np.testing.assert_allclose(item, expected, rtol=1e-4, atol=1e-5, err_msg=name)
+        elif want is None:
+            assert got is None, name
+        elif np.asarray(want).dtype.kind in "OUS":
+            assert np.asarray(got).tolist() == np.asarray(want).tolist(), name
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+    for got, want in zip(fast.outputs, slow.outputs):
+        if want is not None and not isinstance(want, list) and np.asarray(want).dtype.kind not in "OUS":
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _chain_model() -> onnx.ModelProto:
+    return make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["xw"]), oh.make_node("Relu", ["xw"], ["r"]),
+         oh.make_node("Neg", ["r"], ["y"], name="negate")],
+        [oh.make_tensor_value_info("x", TF, ["N", 3])],
+        [oh.make_tensor_value_info("y", TF, ["N", 2])],
+        [onnx.numpy_helper.from_array(np.arange(6, dtype=F32).reshape(3, 2) - 2, "w")],
+    )
+
+
+def test_one_session_builds_no_one_op_kernel_and_is_cached() -> None:
+    eager.clear_cache()
+    model = _chain_model()
+    x = np.array([[1.0, 2.0, 3.0]], F32)
+    first = eager.run(model, [x], capture=True)
+    assert eager.cache_info().misses == 0  # no node ran in a one-op session
+    assert eager.model_cache_info().misses == 1
+    second = eager.run(model, [x], capture=True)
+    assert eager.model_cache_info().hits == 1
+    assert_same_values(second, first)
+    assert_same_values(first, eager.run(model, [x], capture=True, node_by_node=True))
+    assert eager.cache_info().misses == 3  # node by node: one kernel per op
+    eager.clear_cache()
+    assert eager.model_cache_info().currsize == 0
+
+
+def test_model_cache_size_bounds_the_sessions() -> None:
+    eager.clear_cache()
+    eager.set_model_cache_size(1)
+    try:
+        x = np.ones((1, 3), F32)
+        for _ in range(3):
+            eager.run(_chain_model(), [x])  # a new proto each time: a new key
+        info = eager.model_cache_info()
+        assert (info.currsize, info.evictions) == (1, 2)
+    finally:
+        eager.set_model_cache_size(8)
+        eager.clear_cache()
+    with pytest.raises(EagerError, match="positive int"):
+        eager.set_model_cache_size(0)
+
+
+def test_an_ir_model_changed_in_place_gets_a_new_session() -> None:
+    from converter.from_onnx import model_from_proto
+
+    model = model_from_proto(_chain_model())
+    x = np.array([[1.0, 2.0, 3.0]], F32)
+    before = eager.run(model, [x])[0]
+    weight = model.graph.initializers[0]
+    weight.initializer = ir.Tensor(weight.initializer.array * 2, weight.initializer.elem_type, weight.name)
+    after = eager.run(model, [x])[0]
+    np.testing.assert_allclose(after, 2 * before)
+
+
+def test_stop_after_a_node_returns_its_outputs() -> None:
+    model = _chain_model()
+    x = np.array([[1.0, -2.0, 3.0]], F32)
+    result = eager.run(model, [x], capture=True, stop_after="r")
+    np.testing.assert_allclose(result.outputs[0], np.maximum(x @ (np.arange(6, dtype=F32).reshape(3, 2) - 2), 0))
+    assert "y" not in result.values and "r" in result.values
+    assert len(eager.run(model, [x], stop_after="negate")) == 1
+    with pytest.raises(EagerError, match="names no node"):
+        eager.run(model, [x], stop_after="nowhere")
+
+
+def test_a_node_onnxruntime_rejects_is_named() -> None:
+    model = make_model(
+        [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("NoSuchOp", ["r"], ["y"], domain="local", name="odd")],
+        [oh.make_tensor_value_info("x", TF, [2])],
+        [oh.make_tensor_value_info("y", TF, [2])],
+    )
+    with pytest.raises(EagerError, match=r"node 1 \(local::NoSuchOp 'odd'"):
+        eager.run(model, [np.ones(2, F32)], capture=True)
+
+
+def test_path_with_external_data(tmp_path) -> None:
+    model = _chain_model()
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path, save_as_external_data=True, location="model.data", size_threshold=0)
+    x = np.array([[1.0, 2.0, 3.0]], F32)
+    fast = eager.run(path, [x], capture=True)
+    assert_same_values(fast, eager.run(path, [x], capture=True, node_by_node=True))
+    np.testing.assert_allclose(eager.run(str(path), [x])[0], fast.outputs[0])
+
+
+def _control_flow_model() -> onnx.ModelProto:
+    body = oh.make_graph(
+        [oh.make_node("Add", ["acc_in", "step"], ["acc_out"]), oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+         oh.make_node("Mul", ["acc_out", "two"], ["doubled"])],
+        "body",
+        [oh.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+         oh.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+         oh.make_tensor_value_info("acc_in", TF, [2])],
+        [oh.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+         oh.make_tensor_value_info("acc_out", TF, [2]), oh.make_tensor_value_info("doubled", TF, [2])],
+    )
+    then_graph = oh.make_graph([oh.make_node("Sqrt", ["final"], ["t"])], "then", [],
+                               [oh.make_tensor_value_info("t", TF, [2])])
+    else_graph = oh.make_graph([oh.make_node("Neg", ["final"], ["e"])], "else", [],
+                               [oh.make_tensor_value_info("e", TF, [2])])
+    return make_model(
+        [oh.make_node("Relu", ["start"], ["begin"]),
+         oh.make_node("Loop", ["M", "", "begin"], ["final", "history"], body=body, name="steps"),
+         oh.make_node("ReduceSum", ["final"], ["total"], keepdims=0),
+         oh.make_node("Greater", ["total", "zero"], ["positive"]),
+         oh.make_node("If", ["positive"], ["chosen"], then_branch=then_graph, else_branch=else_graph),
+         oh.make_node("Add", ["chosen", "total"], ["y"])],
+        [oh.make_tensor_value_info("M", onnx.TensorProto.INT64, []), oh.make_tensor_value_info("start", TF, [2]),
+         oh.make_tensor_value_info("step", TF, [2])],
+        [oh.make_tensor_value_info("y", TF, [2]), oh.make_tensor_value_info("history", TF, [None, 2])],
+        [onnx.numpy_helper.from_array(np.array(2, F32), "two"), onnx.numpy_helper.from_array(np.array(0, F32), "zero")],
+    )
+
+
+@pytest.mark.parametrize("step", [[1.0, 10.0], [-5.0, -1.0]])
+def test_if_and_loop_values_inside_bodies_are_still_captured(step) -> None:
+    model = _control_flow_model()
+    feeds = {"M": np.array(3, np.int64), "start": np.array([0.5, -1.0], F32), "step": np.array(step, F32)}
+    eager.clear_cache()
+    fast = eager.run(model, feeds, capture=True)
+    assert eager.model_cache_info().currsize == 1  # the main graph ran in one session
+    slow = eager.run(model, feeds, capture=True, node_by_node=True)
+    assert_same_values(fast, slow)
+    assert "steps/2/doubled" in fast.values
+    assert ("If4/then_branch/t" if sum(step) > 0 else "If4/else_branch/e") in fast.values
+
+
+def test_model_local_function_values_are_captured() -> None:
+    from tests.test_eager_run import _function_with_attribute
+
+    model = make_model(
+        [oh.make_node("Scale", ["x"], ["doubled"], domain="local", name="call_default"),
+         oh.make_node("Relu", ["doubled"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, [2])],
+        [oh.make_tensor_value_info("y", TF, [2])],
+        functions=[_function_with_attribute()],
+    )
+    x = np.array([1.0, -1.0], F32)
+    fast = eager.run(model, [x], capture=True)
+    assert_same_values(fast, eager.run(model, [x], capture=True, node_by_node=True))
+    np.testing.assert_allclose(fast.values["call_default/alpha_tensor"], 2.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_dir", _MODEL_DIRS, ids=[os.path.basename(p) for p in _MODEL_DIRS])
+def test_backend_model_captures_the_node_by_node_values(model_dir: str) -> None:
+    path = os.path.join(model_dir, "model.onnx")
+    reason = _why_no_backend_runs(path)
+    if reason:
+        pytest.skip(reason)
+    inputs = [_load_pb(p) for p in sorted(glob.glob(os.path.join(model_dir, "test_data_set_0", "input_*.pb")))]
+    slow = eager.run(path, inputs, capture=True, node_by_node=True)
+    fast = eager.run(path, inputs, capture=True)
+    assert_same_values(fast, slow)
+
+
+def test_ir_model_weights_are_handed_to_onnxruntime_as_they_are() -> None:
+    from converter.from_onnx import model_from_proto
+    from tests.test_external_data import _if_model_with_branch_weight
+
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal((128, 128)).astype(F32)  # 64 KiB: taken out of the proto
+    proto = make_model(
+        [oh.make_node("MatMul", ["x", "big"], ["h"]), oh.make_node("Relu", ["h"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, [1, 128])], [oh.make_tensor_value_info("y", TF, [1, 128])],
+        [onnx.numpy_helper.from_array(big, "big")])
+    model = model_from_proto(proto)
+    x = rng.standard_normal((1, 128)).astype(F32)
+    eager.clear_cache()
+    fast = eager.run(model, [x], capture=True)
+    assert eager.cache_info().misses == 0 and eager.model_cache_info().currsize == 1
+    np.testing.assert_allclose(fast.outputs[0], np.maximum(x @ big, 0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(fast.values["big"], big)
+    assert not fast.values["big"].flags.writeable  # the array onnxruntime runs on cannot be written
+    assert_same_values(fast, eager.run(model, [x], capture=True, node_by_node=True))
+    branch_model = model_from_proto(_if_model_with_branch_weight())
+    for flag in (True, False):  # the then branch reads its own weight, given back to the subgraph
+        feeds = {"flag": np.array(flag), "x": np.ones(64, F32)}
+        with_arrays = eager.run(branch_model, feeds, capture=True)
+        assert_same_values(with_arrays, eager.run(branch_model, feeds, capture=True, node_by_node=True))
