@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         UINT16,
         UINT32,
         UINT64,
+        Map,
         Optional,
         Sequence,
     )
@@ -96,7 +97,7 @@ _LAZY: dict[str, str] = {
     "LoadedModel": "dsl.loaded_model",
 }
 # Element types and the Optional/Sequence annotations come from dsl.types.
-_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", *_ELEMENT_TYPES))
+_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", *_ELEMENT_TYPES))
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "Op", "Opset",
@@ -105,7 +106,7 @@ __all__ = [
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
     "INT64", "STRING", "UINT2", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
-    "Optional", "Sequence",
+    "Optional", "Sequence", "Map",
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
