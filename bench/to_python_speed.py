@@ -13,13 +13,22 @@ and the peak memory of ``converter.to_python`` measured with tracemalloc (a sepa
 run, since tracing slows everything down).  The goal is linear time and at most
 10 µs per node for ``total``; ``--onnxscript`` also times onnxscript's exporter.
 
-    python bench/to_python_speed.py [--sizes 2000 20000 200000] [--no-rebuild] [--onnxscript]
+With torch installed, a ResNet-18 (11.7 M weights, built here: torchvision is no
+dependency) exported by ``torch.onnx.export`` is printed as the README's example does,
+``converter.to_python(model)`` without a weights path, against the same call writing
+every tensor inline (``inline_limit=math.inf``, what it did before) in the same run:
+the source must stay under 64 KiB with no line over 400 characters, and take under a
+tenth of the inline time; the script exits 1 when it does not.
+
+    python bench/to_python_speed.py [--sizes 2000 20000 200000] [--no-rebuild] [--onnxscript] [--no-zoo]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import io
+import math
 import os
 import statistics
 import sys
@@ -132,12 +141,71 @@ def _onnxscript_time(model: onnx.ModelProto) -> float:
     return elapsed
 
 
+def resnet18() -> onnx.ModelProto:
+    """A torchvision-style ResNet-18 (random weights) exported by torch's TorchScript exporter."""
+    import torch
+    from torch import nn
+
+    def block(inputs: int, outputs: int, stride: int) -> nn.Module:
+        class Basic(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.Conv2d(inputs, outputs, 3, stride, 1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU(),
+                    nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False), nn.BatchNorm2d(outputs))
+                self.skip = (nn.Sequential(nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs))
+                             if stride != 1 or inputs != outputs else nn.Identity())
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return torch.relu(self.body(x) + self.skip(x))
+
+        return Basic()
+
+    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    width = 64
+    for outputs, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [block(width, outputs, stride), block(outputs, outputs, 1)]
+        width = outputs
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    torch.manual_seed(0)
+    net = nn.Sequential(*layers).eval()
+    buffer = io.BytesIO()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.randn(1, 3, 224, 224),), buffer, dynamo=False, opset_version=18)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def measure_zoo() -> bool:
+    """The README's example on a ResNet-18: source size, longest line and time, against
+    writing every tensor inline; True when within the bounds."""
+    try:
+        model = resnet18()
+    except ImportError as error:
+        print(f"zoo model skipped: torch is not installed ({error})")
+        return True
+    nodes = len(model.graph.node)
+    source, referenced = _timed(converter.to_python, model, repeats=3)
+    inline, inline_time = _timed(converter.to_python, model, inline_limit=math.inf)
+    size, longest = len(source.encode()), max(map(len, source.splitlines()))
+    within = size < 64 * 1024 and longest <= 400 and referenced < inline_time / 10
+    print(f"{'resnet18':>14} {nodes:>7} nodes | to_python(model) {referenced * 1e3:7.1f} ms, {size / 1024:6.1f} KiB, "
+          f"longest line {longest} | inline: {inline_time * 1e3:7.1f} ms, {len(inline) / 2**20:6.1f} MiB, longest line "
+          f"{max(map(len, inline.splitlines()))} | {inline_time / referenced:5.0f}x faster | "
+          f"bounds (< 64 KiB, lines <= 400, < 1/10 of inline): {'met' if within else 'NOT MET'}")
+    return within
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=[2_000, 20_000, 200_000])
     parser.add_argument("--no-rebuild", action="store_true", help="skip compiling the source back")
     parser.add_argument("--onnxscript", action="store_true", help="also time onnxscript's export2python")
+    parser.add_argument("--no-zoo", action="store_true", help="skip the torch-exported ResNet-18")
     args = parser.parse_args(argv)
+    within = True if args.no_zoo else measure_zoo()
     # Warm up: the first compile imports the front end and reads op schemas (~50 ms),
     # which is not a per-node cost.
     warm_model = chain(8)
@@ -151,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         measure(model_name, model, not args.no_rebuild, args.onnxscript)
     for size in args.sizes:
         measure(f"chain {size}", chain(size), not args.no_rebuild, args.onnxscript)
-    return 0
+    return 0 if within else 1
 
 
 if __name__ == "__main__":

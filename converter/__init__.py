@@ -14,9 +14,10 @@ only when one of them runs, so ``import converter`` stays cheap.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import onnx
@@ -24,12 +25,33 @@ if TYPE_CHECKING:
     from converter.python_source import PythonSource
     from dsl import ir
 
+_Callable = TypeVar("_Callable", bound=Callable[..., Any])
+
+
+def _user_traceback(function: _Callable) -> _Callable:
+    """A DslError leaving ``function`` shows the user's frames only (see
+    :mod:`dsl.tracebacks`; written here so that ``import converter`` stays cheap)."""
+
+    @functools.wraps(function)
+    def entry_point(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            from dsl.tracebacks import hide_library_frames
+
+            hide_library_frames(error)  # (DslErrors only)
+            raise  # (a bare raise adds no frame)
+
+    return entry_point  # type: ignore[return-value]
+
+
 __all__ = [
     "to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "split",
     "join", "cut",
 ]
 
 
+@_user_traceback
 def to_python(
     model_or_path: Any,
     weights_path: str | os.PathLike[str] | None = None,
@@ -38,13 +60,18 @@ def to_python(
     """Python source for ``@script`` that rebuilds a model (a path, a proto or IR).
 
     Tensors larger than ``inline_limit`` (16 elements) are saved to ``weights_path``
-    (an ``.npz``) and loaded by the generated code as initializers; without it every
-    tensor is written inline.  The source is a ``str`` whose ``weights_path`` names the
-    weights file written (None if none was).  Other options as
-    :func:`converter.python_source.model_to_python`.
+    (an ``.npz``) and loaded by the generated code as initializers.  Without it nothing
+    is written and the source stays short (a zoo model prints at once): it reads the
+    large tensors from a weights file that ``source.save("model.py")`` writes beside
+    it, and ``source.weights`` holds them meanwhile.  The source is a ``str`` whose
+    ``weights_path`` names the weights file written (None if none was).  Other options
+    as :func:`converter.python_source.model_to_python` (``inline_limit=math.inf``
+    writes every tensor inline).
 
     >>> import converter
-    >>> print(converter.to_python("model.onnx", "model.npz"))   # doctest: +SKIP
+    >>> source = converter.to_python("resnet18.onnx")   # doctest: +SKIP
+    >>> print(source)                                    # doctest: +SKIP
+    >>> source.save("resnet18.py")                       # doctest: +SKIP
     """
     from converter.python_source import model_to_python
     from dsl import ir
@@ -77,6 +104,7 @@ def _raise_if_undecodable(model: ir.Model | ir.Function | ir.Graph, error: Excep
         ) from error
 
 
+@_user_traceback
 def write_python(
     model_or_path: Any,
     source_path: str | os.PathLike[str],
@@ -102,6 +130,7 @@ def write_python(
     return source
 
 
+@_user_traceback
 def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True) -> ir.Model:
     """Read an ONNX file into an :class:`ir.Model`; see :func:`converter.from_onnx.load_model`.
 
@@ -112,6 +141,7 @@ def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True)
     return _load_model(path, load_external_data=load_external_data)
 
 
+@_user_traceback
 def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
     """A ModelProto, FunctionProto, GraphProto or path -> IR; see :mod:`converter.from_onnx`.
 
@@ -143,6 +173,7 @@ def assert_isomorphic(first: Any, second: Any, **options: Any) -> None:
     _assert_isomorphic(first, second, **options)
 
 
+@_user_traceback
 def merge(
     first: Any,
     second: Any,
@@ -173,6 +204,7 @@ def merge(
     )
 
 
+@_user_traceback
 def split(
     parent: Any,
     left: Any,
@@ -199,6 +231,7 @@ def split(
     )
 
 
+@_user_traceback
 def join(
     left: Any,
     right: Any,
@@ -262,6 +295,7 @@ def _model_proto(model: Any, source: str) -> tuple[Any, str]:
     )
 
 
+@_user_traceback
 def cut(
     model: Any,
     outputs: Sequence[str] | None = None,

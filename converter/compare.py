@@ -64,8 +64,9 @@ def first_difference(first: Any, second: Any, *, check_metadata: bool = False) -
     """A sentence describing the first difference found, or None when isomorphic.
 
     ``check_metadata`` also compares model metadata (doc string, producer name,
-    metadata_props); ``producer_version`` is not compared (a writer may stamp its own
-    where the original left it empty), nor is ``ir_version`` (a round trip may change it).
+    metadata_props), the IR version (not lowered), graph and node ``metadata_props`` and ``value_info``
+    (see :mod:`converter.compare_metadata`); ``producer_version`` is not compared (a
+    writer may stamp its own where the original left it empty).
     """
     if type(first) is not type(second):
         return f"a {type(first).__name__} vs a {type(second).__name__}"
@@ -178,6 +179,10 @@ class _Comparison:
         self.defaults = (_function_defaults(first), _function_defaults(second))
         self.top_graph(first.graph, second.graph)
         self.drain()
+        if check_metadata:
+            from converter.compare_metadata import compare_metadata
+
+            compare_metadata(first, second, self)
         for key in sorted(first_functions, key=repr):
             comparison = _Comparison()
             comparison.defaults = self.defaults

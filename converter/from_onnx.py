@@ -19,8 +19,9 @@ What is kept, and how:
   (:mod:`converter.external_data`), never held in protos;
 * types are shared: equal TypeProtos become one immutable IR type object.
 
-Not kept: ``training_info``, ``quantization_annotation`` and per-node/function
-``metadata_props`` (the IR has no slot for them).  Conversion is one pass over nodes
+Not kept: ``training_info``, ``quantization_annotation`` and function
+``metadata_props`` (the IR has no slot for them); node and graph ``metadata_props``
+(an exporter's stack traces and module names) are kept.  Conversion is one pass over nodes
 (plus one over the few inputs and subgraphs that name values defined further down),
 linear in the size of the model.
 """
@@ -265,6 +266,8 @@ class _Reader:
     def graph(self, proto: onnx.GraphProto, parent: _Scope | None) -> ir.Graph:
         scope = _Scope(parent)
         graph = ir.Graph(name=proto.name, doc_string=proto.doc_string)
+        if proto.metadata_props:
+            graph.metadata_props = {p.key: p.value for p in proto.metadata_props}
         where = f"graph {proto.name!r}" if proto.name else "the graph"
         initializers: dict[str, ir.Value] = {}
         tensor_type = self.tensor_type
@@ -355,6 +358,8 @@ class _Reader:
                 node_proto.op_type, "" if domain == "ai.onnx" else domain, inputs, [], {},
                 node_proto.name, node_proto.overload, node_proto.doc_string,
             )
+            if node_proto.metadata_props:  # (exporters' stack traces and module names)
+                node.metadata_props = {p.key: p.value for p in node_proto.metadata_props}
             if None in inputs:  # omitted optional inputs, values defined later or outside
                 unresolved.append((node, names, node_proto))
             output_field = node_proto.output

@@ -33,6 +33,7 @@ K = ir.AttrKind
 # Element types -> the IR version that introduced them (onnx.proto's IR version history).
 _ELEM_TYPE_IR_VERSION = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13, 27: 14, 28: 14}
 IR_FUNCTION_OVERLOAD = 10  # FunctionProto.overload, NodeProto.overload, FunctionProto.value_info
+IR_METADATA_PROPS = 10  # NodeProto.metadata_props, GraphProto.metadata_props
 # Domains whose ops have schemas in onnx.defs (custom domains have none).
 SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
 
@@ -424,6 +425,10 @@ def emit_node(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any
         proto.overload = node.overload
     if node.doc_string:
         proto.doc_string = node.doc_string
+    if node.metadata_props:
+        context.export.need(IR_METADATA_PROPS)
+        for key, text in node.metadata_props.items():
+            proto.metadata_props.add(key=key, value=text)
     if node.attributes:
         add = proto.attribute.add
         for attr in node.attributes.values():
@@ -462,6 +467,10 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     proto.name = graph.name or "graph"
     if graph.doc_string:
         proto.doc_string = graph.doc_string
+    if graph.metadata_props:
+        context.export.need(IR_METADATA_PROPS)
+        for key, text in graph.metadata_props.items():
+            proto.metadata_props.add(key=key, value=text)
     for value in graph.inputs:
         fill_value_info(proto.input.add(), context.define(value), value, context)
     for value in graph.initializers:

@@ -292,6 +292,10 @@ def model_to_proto(
     functions: list[ir.Function] | None = None,
     initializers: list[ir.Tensor | ir.SparseTensor] | None = None,
     external_data: WeightsSink | None = None,
+    node_metadata: dict[str, dict[str, str]] | None = None,
+    value_info: dict[str, Any] | None = None,
+    graph_metadata_props: dict[str, str] | None = None,
+    min_ir_version: int | None = None,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -306,10 +310,14 @@ def model_to_proto(
     ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).  ``functions``
     adds model-local functions nothing calls, and ``initializers`` main-graph
     initializers nothing reads (named after themselves where free), so that a model read
-    from a file comes back whole.  ``external_data`` (a
-    :class:`converter.external_data.WeightsSink`) takes large initializers as they are
-    reached, to write them from the IR's arrays: the weights are never copied into the
-    proto (how models over protobuf's 2 GB are written, and others without a copy).
+    from a file comes back whole; ``node_metadata`` (by a node's first output),
+    ``value_info`` and ``graph_metadata_props`` put back the main graph's metadata (see
+    :mod:`converter.recorded_metadata`); ``min_ir_version`` keeps a model read back
+    from Python at its original IR version where onnxruntime loads that one.
+    ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
+    initializers as they are reached, to write them from the IR's arrays: the weights
+    are never copied into the proto (how models over protobuf's 2 GB are written, and
+    others without a copy).
 
     >>> from dsl import script, FLOAT, opset18 as op
     >>> @script()
@@ -339,6 +347,15 @@ def model_to_proto(
     imports.update(_normal_imports(opset_imports or {}))
     for domain, version in sorted(imports.items()):
         model.opset_import.add(domain=domain, version=version)
+    if node_metadata or value_info or graph_metadata_props:
+        from converter.recorded_metadata import apply_recorded_metadata
+
+        apply_recorded_metadata(model, export, node_metadata=node_metadata, value_info=value_info,
+                                graph_metadata_props=graph_metadata_props)
+    if min_ir_version is not None:
+        from dsl.onnxruntime_limits import max_ir_version
+
+        export.need(min(min_ir_version, max_ir_version()))
     model.ir_version = _ir_version(model, export, ir_version, source.model)
     _fill_metadata(model, source, producer_name, producer_version, doc_string, metadata_props)
     if infer_output_types:

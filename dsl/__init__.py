@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         UINT16,
         UINT32,
         UINT64,
+        Map,
         Optional,
         Sequence,
         TensorType,
@@ -97,9 +98,9 @@ _LAZY: dict[str, str] = {
     "load": "dsl.loaded_model",
     "LoadedModel": "dsl.loaded_model",
 }
-# Element types, the Optional/Sequence annotations and TensorType ("any tensor", as
+# Element types, the Optional/Sequence/Map annotations and TensorType ("any tensor", as
 # onnxscript's) come from dsl.types.
-_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "TensorType", *_ELEMENT_TYPES))
+_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", "TensorType", *_ELEMENT_TYPES))
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "export_onnx_lib", "Op", "Opset",
@@ -108,7 +109,7 @@ __all__ = [
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
     "INT64", "STRING", "UINT2", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
-    "Optional", "Sequence", "TensorType",
+    "Optional", "Sequence", "Map", "TensorType",
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",

@@ -280,6 +280,9 @@ class Node:
     doc_string: str = ""
     callee: Function | None = field(default=None, repr=False)
     location: SourceLocation | None = field(default=None, repr=False)
+    # An exporter's stack traces and module names; None, not {}, when there are none
+    # (most nodes: an empty dict each would cost 72 bytes a node).
+    metadata_props: dict[str, str] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         ins = ", ".join("None" if v is None else f"%{v.name}" for v in self.inputs)
@@ -307,6 +310,7 @@ class Graph:
     value_info: list[Value] = field(default_factory=list)
     doc_string: str = ""
     location: SourceLocation | None = field(default=None, repr=False)
+    metadata_props: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         lines = [f"graph {self.name}({', '.join(map(repr, self.inputs))}):"]

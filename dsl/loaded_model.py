@@ -24,6 +24,7 @@ from dsl import ir, types
 from dsl.errors import ConversionError, DslTypeError, OpCallError
 from dsl.frontend.scripted import Loaded, LoadedCall
 from dsl.frontend.weights import Initializer
+from dsl.tracebacks import user_traceback
 
 if TYPE_CHECKING:
     import onnx
@@ -171,6 +172,7 @@ class LoadedModel(Loaded):
             self._weights.clear()
             self._session = None
 
+    @user_traceback
     def __call__(self, *arrays: Any) -> Any:
         from eager.call_site import caller_location
 
@@ -196,6 +198,7 @@ class LoadedModel(Loaded):
         return f"<LoadedModel {self.name} from {self.source} (ai.onnx {self.opset_version})>"
 
 
+@user_traceback
 def load(path_or_model: str | os.PathLike[str] | onnx.ModelProto, name: str | None = None) -> LoadedModel:
     """Load an ONNX model (a path or a ``ModelProto``) as a callable.
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from dsl import hooks, ir, types
 from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpError
+from dsl.tracebacks import hide_library_frames
 
 if TYPE_CHECKING:
     # Editors and type checkers see every op with its signature (a generated stub).
@@ -454,7 +455,11 @@ class Op:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Outside @script an op runs eagerly, through the runner the dsl facade installs.
-        return hooks.run_op_eagerly(self, args, kwargs)
+        try:
+            return hooks.run_op_eagerly(self, args, kwargs)
+        except Exception as error:
+            hide_library_frames(error)  # (a DslError's traceback ends at the user's call)
+            raise
 
 
 def _is_variadic(formal: Any) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from dsl import ir
 from dsl.frontend.scripted import CompiledFunction, GraphDecorator, Scripted, ScriptedGraph
 from dsl.opsets import Opset
+from dsl.tracebacks import hide_library_frames, user_traceback
 
 if TYPE_CHECKING:
     import onnx
@@ -85,12 +86,14 @@ class ScriptFunction(Scripted):
     def opset_version(self) -> int | None:
         return None if self.opset is None else self.opset.version
 
+    @user_traceback
     def to_function_proto(self) -> onnx.FunctionProto:
         """This function as an ``onnx.FunctionProto`` (its callees are not included)."""
         from converter.to_onnx import function_to_proto
 
         return function_to_proto(self.function)
 
+    @user_traceback
     def to_model_proto(self, **options: Any) -> onnx.ModelProto:
         """A model whose graph is this function; options as :func:`model_to_proto`.
 
@@ -114,7 +117,11 @@ class ScriptFunction(Scripted):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from eager import call_script
 
-        return call_script(self, args, kwargs)
+        try:
+            return call_script(self, args, kwargs)
+        except Exception as error:
+            hide_library_frames(error)  # (a DslError's traceback ends at the user's call)
+            raise
 
     def __repr__(self) -> str:
         return f"<ScriptFunction {self.domain + '::' if self.domain else ''}{self.name}>"

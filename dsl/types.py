@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dsl.errors import AnnotationError
-from dsl.ir import ELEMENT_TYPE_NAMES, OptionalType, SequenceType, TensorType, element_type_name
+from dsl.ir import ELEMENT_TYPE_NAMES, MapType, OptionalType, SequenceType, TensorType, element_type_name
 
 __all__ = [
     "ElementType",
@@ -29,6 +29,7 @@ __all__ = [
     "Optional",
     "read_annotation",
     "TensorType",
+    "Map",
 ]
 
 
@@ -244,11 +245,39 @@ Sequence = _Container("Sequence", SequenceType)
 Optional = _Container("Optional", OptionalType)
 
 
+class _MapAnnotation:
+    """``Map[INT64, FLOAT[...]]``: an ONNX map (ai.onnx.ml: ZipMap's outputs, skl2onnx's
+    classifiers) from an element type to a value type."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key_and_value: Any) -> MapType:
+        if not isinstance(key_and_value, tuple) or len(key_and_value) != 2 or not isinstance(
+            key_and_value[0], ElementType
+        ):
+            raise AnnotationError(
+                f"Map[...] takes a key element type and a value type, not {key_and_value!r}",
+                hint="write Map[INT64, FLOAT[...]] or Map[STRING, FLOAT[...]]",
+            )
+        key, value = key_and_value
+        value_type = to_ir_type(value)
+        if value_type is None:
+            raise AnnotationError(f"the value type of Map[...] is {value!r}, not a type",
+                                  hint="write Map[INT64, FLOAT[...]]")
+        return MapType(key.enum, value_type)
+
+    def __repr__(self) -> str:
+        return "Map"
+
+
+Map = _MapAnnotation()
+
+
 def to_ir_type(annotation: Any) -> Any:
     """An annotation object (``FLOAT``, ``FLOAT[2]``, ``Sequence[...]``) -> an IR type, else None."""
     if isinstance(annotation, ElementType):
         return annotation.tensor_type
-    if isinstance(annotation, (TensorType, SequenceType, OptionalType)):
+    if isinstance(annotation, (TensorType, SequenceType, OptionalType, MapType)):
         return annotation
     return None
 

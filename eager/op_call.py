@@ -19,12 +19,13 @@ from dsl.operators import literal_elem_type
 from dsl.opsets import Op
 from eager import values
 from eager.attributes import attribute_key, attribute_protos
-from eager.call_site import caller_location, unpacked_count
+from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import KernelBuildError, KernelSpec, build_kernel, sig_elem
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
+from eager.shape_mismatch import disagreement
 from eager.tensor import EagerTensor
 
 __all__ = ["call_op", "OpFacts"]
@@ -527,6 +528,17 @@ class _RuntimeFallback:
         self.fallback_reason = reason
 
 
+def _raise_if_shapes_disagree(op: Op, arrays: list[Any], signature: Signature) -> None:
+    """A failure that is a shape mismatch, said with the operands as the user wrote them and
+    the axis that disagrees (onnx.reference would fail too, with unrelated text)."""
+    shapes = [None if sig is None or sig is _LITERAL or sig[0] in ("seq", "opt") else np.shape(array)
+              for array, sig in zip(arrays, signature)]
+    found = disagreement(op.name, shapes, caller_operands(len(arrays)))
+    if found is not None:
+        message, hint = found
+        raise EagerError(message, caller_location(), hint=hint) from None
+
+
 def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception) -> Any:
     if isinstance(runtime_error, DslError):
         raise runtime_error
@@ -534,6 +546,7 @@ def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: Signature, 
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
         first = f"onnxruntime: {kernel.fallback_reason}\n{first}"
     if kernel.backend == "onnxruntime":
+        _raise_if_shapes_disagree(op, arrays, signature)
         try:
             outputs = kernel.fallback().run(arrays)
         except Exception as reference_error:

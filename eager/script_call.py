@@ -94,7 +94,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
         bound.arguments[name] = wrapped
         torch_in = torch_in or from_torch
     in_script = IN_EAGER_SCRIPT.set(True)
-    opset_token = OPERATOR_OPSET.set(script_function.opset) if script_function.opset is not None else None
+    opset = script_function.opset if script_function.opset is not None else _opset_named_in_body(python_function)
+    opset_token = OPERATOR_OPSET.set(opset) if opset is not None else None
     try:
         result = python_function(*bound.args, **bound.kwargs)
         attribute_values = tuple(bound.arguments.get(name, default) for name, default in attribute_parameters)
@@ -200,3 +201,23 @@ def _unwrap(result: Any, torch_in: bool) -> Any:
     if isinstance(result, EagerTensor):
         return values.numpy_to_torch(result.array) if torch_in else result.array
     return result
+
+
+def _opset_named_in_body(python_function: Any) -> Any:
+    """The one ai.onnx opset the body names (``op.Relu`` with ``from dsl import opset18 as op``),
+    which the compiler would infer too: ``x @ w`` then runs (and fails) at the opset the user
+    imported, not the newest.  None when the body names no ai.onnx opset, or several."""
+    from dsl.opsets import Opset
+
+    code = getattr(python_function, "__code__", None)
+    if code is None:
+        return None
+    scope = getattr(python_function, "__globals__", {})
+    named = [scope.get(name) for name in code.co_names]
+    for cell in getattr(python_function, "__closure__", None) or ():
+        try:
+            named.append(cell.cell_contents)
+        except ValueError:  # (a cell not bound yet)
+            continue
+    found = {value.version: value for value in named if isinstance(value, Opset) and value.domain == ""}
+    return next(iter(found.values())) if len(found) == 1 else None

@@ -104,5 +104,13 @@ _TORCH_BY_NUMPY_NAME = {numpy_name: (torch_name, int_name) for torch_name, (int_
 
 
 def python_scalar_array(value: Any, elem_type: int) -> np.ndarray:
-    """A Python number or list as an array of ``elem_type`` (a literal in compiled code)."""
-    return np.asarray(value, dtype=types.numpy_dtype(elem_type))
+    """A Python number or list as an array of ``elem_type`` (a literal in compiled code).
+
+    A list mixing numbers with one-element tensors (``[0, 0, heads, -1]``) is each item
+    flattened and the items joined, as the compiler makes it (Reshape to [-1], Concat)."""
+    dtype = types.numpy_dtype(elem_type)
+    if isinstance(value, list) and any(hasattr(item, "__array__") for item in value) and not all(
+        hasattr(item, "__array__") for item in value
+    ):
+        return np.concatenate([np.asarray(item, dtype=dtype).reshape(-1) for item in value])
+    return np.asarray(value, dtype=dtype)

@@ -395,11 +395,20 @@ def test_both_backends_failing_reports_both_errors() -> None:
     assert "Conv(X: FLOAT[3], W: FLOAT[3])" in text
 
 
-def test_runtime_failure_keeps_onnxruntime_text() -> None:
+def test_runtime_shape_mismatch_names_operands_and_axis() -> None:
+    left, right = np.ones(3, F32), np.ones(4, F32)
     with pytest.raises(EagerError) as caught:
-        op.Add(np.ones(3, F32), np.ones(4, F32))
-    assert "broadcast" in str(caught.value)
-    assert "Add(A: FLOAT[3], B: FLOAT[4])" in str(caught.value)
+        op.Add(left, right)
+    assert caught.value.message == "Add: left: [3] vs right: [4]: axis -1 is 3 in left and 4 in right"
+    assert "broadcast" in (caught.value.hint or "")
+    assert "onnx.reference" not in str(caught.value)  # (its failure says nothing more)
+
+
+def test_runtime_failure_other_than_shapes_keeps_onnxruntime_text() -> None:
+    with pytest.raises(EagerError) as caught:
+        op.Reshape(np.ones(6, F32), np.array([4, -1], np.int64))
+    assert "onnxruntime:" in str(caught.value)
+    assert "Reshape(data: FLOAT[6], shape: INT64[2])" in str(caught.value)
 
 
 # -------------------------------------------------------------------------- errors

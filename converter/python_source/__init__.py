@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from converter.python_source.functions import (
     callee_order,
     graph_tree,
@@ -27,27 +29,81 @@ from converter.python_source.functions import (
     write_function,
     write_main,
 )
-from converter.python_source.generated_module import INLINE_LIMIT, GeneratedModule, header, model_options
+from converter.python_source.generated_module import (
+    INLINE_LIMIT,
+    GeneratedModule,
+    header,
+    model_options,
+    weights_line,
+)
+from converter.python_source.metadata import metadata_items
 from converter.python_source.names import RESERVED, Namespace
 from converter.python_source.weights import declare_initializers, save_weights, unread_weights
 from dsl import ir
 from dsl.errors import ConversionError
 
+# The weights file a source names before it is saved (PythonSource.save renames it).
+DEFAULT_WEIGHTS_FILE = "model.npz"
+
 __all__ = ["model_to_python", "function_to_python", "save_weights", "INLINE_LIMIT", "PythonSource"]
 
 
 class PythonSource(str):
-    """The generated source text, which also says what was written beside it:
-    ``weights_path`` is the ``.npz`` file written, or None when every tensor is inline
-    (or no weights path was given)."""
+    """The generated source text, which also says what was written beside it and what
+    it reads: ``weights_path`` is the ``.npz`` file written, or None when none was (every
+    tensor is inline, or no weights path was given); ``weights`` maps each name the
+    source reads from its weights file to the array, and :meth:`save` writes both.
 
-    __slots__ = ("weights_path",)
+    >>> source = converter.to_python("resnet18.onnx")    # doctest: +SKIP
+    >>> source.save("resnet18.py")                       # and resnet18.npz beside it  # doctest: +SKIP
+    """
+
+    __slots__ = ("_weights_line", "weights", "weights_path")
     weights_path: str | None
+    weights: dict[str, np.ndarray]
+    _weights_line: tuple[int, int] | None
 
-    def __new__(cls, text: str, weights_path: str | None = None) -> PythonSource:
+    def __new__(
+        cls,
+        text: str,
+        weights_path: str | None = None,
+        weights: dict[str, np.ndarray] | None = None,
+        weights_line: tuple[int, int] | None = None,
+    ) -> PythonSource:
         source = super().__new__(cls, text)
         source.weights_path = weights_path
+        source.weights = dict(weights or {})
+        source._weights_line = weights_line
         return source
+
+    @property
+    def source(self) -> str:
+        """The text as a plain ``str``."""
+        return str(self)
+
+    def save(
+        self, source_path: str | os.PathLike[str], weights_path: str | os.PathLike[str] | None = None
+    ) -> PythonSource:
+        """Write the source to ``source_path`` and the arrays it reads to ``weights_path``
+        (default: ``source_path`` with the suffix ``.npz``), the source naming that file
+        relative to its own folder; returns the source as written.
+
+        >>> converter.to_python("model.onnx").save("model.py")   # doctest: +SKIP
+        """
+        from dsl.file_writing import write_text
+
+        if self._weights_line is None or not self.weights:
+            write_text(source_path, self)
+            return PythonSource(str(self))
+        if weights_path is None:
+            weights_path = os.path.splitext(os.fspath(source_path))[0] + ".npz"
+        folder = os.path.dirname(os.path.abspath(os.fspath(source_path)))
+        line = weights_line(os.path.relpath(os.path.abspath(os.fspath(weights_path)), folder))
+        start, end = self._weights_line
+        text = self[:start] + line + self[end:]
+        save_weights(weights_path, self.weights)
+        write_text(source_path, text)
+        return PythonSource(text, os.fspath(weights_path), self.weights, (start, start + len(line)))
 
 
 def model_to_python(
@@ -55,14 +111,17 @@ def model_to_python(
     weights_path: str | os.PathLike[str] | None = None,
     *,
     source_path: str | os.PathLike[str] | None = None,
-    inline_limit: int = INLINE_LIMIT,
+    inline_limit: float = INLINE_LIMIT,
     initializer_inputs: str = "keep",
 ) -> PythonSource:
     """Python source that, compiled with ``@script``, rebuilds ``model``.
 
     Tensors with more than ``inline_limit`` elements go to ``weights_path`` (an ``.npz``
     written now; its path is recorded relative to ``source_path``'s folder, by default
-    the weights file's own folder); without ``weights_path`` every tensor is inline.
+    the weights file's own folder).  Without ``weights_path`` nothing is written: the
+    source reads them from ``model.npz`` and holds them in ``.weights`` until
+    :meth:`PythonSource.save` writes both files, so printing a large model is fast and
+    readable (``inline_limit=math.inf`` writes every tensor inline instead).
     ``initializer_inputs="drop"`` writes initializers that are also graph inputs as
     plain initializers (the IR >= 4 reading) instead of parameters with defaults.
 
@@ -76,11 +135,18 @@ def model_to_python(
         folder = os.path.dirname(os.path.abspath(os.fspath(source_path))) if source_path is not None else None
         absolute = os.path.abspath(os.fspath(weights_path))
         module.weights_file = os.path.relpath(absolute, folder) if folder else os.path.basename(absolute)
+    else:
+        module.weights_file = DEFAULT_WEIGHTS_FILE
+        module.weights_note = "not written yet: PythonSource.save() or onnxquill to-python -o writes it"
     text = _module_text(model, module, initializer_inputs == "keep")
-    if module.loads_weights and weights_path is not None:
+    if not module.loads_weights or module.weights_line_at is None:
+        return PythonSource(text)
+    start = module.weights_line_at
+    line = (start, text.index("\n", start))
+    if weights_path is not None:
         save_weights(weights_path, module.large_arrays)
-        return PythonSource(text, os.fspath(weights_path))
-    return PythonSource(text)
+        return PythonSource(text, os.fspath(weights_path), module.large_arrays, line)
+    return PythonSource(text, None, module.large_arrays, line)
 
 
 def function_to_python(function: ir.Function) -> PythonSource:
@@ -109,6 +175,6 @@ def _module_text(model: ir.Model | ir.Function | ir.Graph, module: GeneratedModu
     blocks.append(write_main(main, main_name, module, opset_imports, keep_inputs, tree))
     kept = [module.function_names[id(f)] for f in uncalled_functions(model)]
     unread = unread_weights(main, tree.graphs, module)
-    tail = model_options(model, main_name, kept, unread, module.partial_io_types)
+    tail = model_options(model, main_name, kept, unread, module.partial_io_types, metadata_items(model, module))
     # One join: the source is ~250 bytes a node, and each "a + b" would copy all of it.
     return "".join([header(module, model.doc_string, model), "\n\n\n".join(blocks), tail, "\n"])

@@ -148,6 +148,7 @@ def write_main(
     writer.has_subgraphs = tree.has_subgraphs
     params = _main_parameters(graph, writer, keep_inputs)
     writer.graph_body(graph, "    ")
+    module.main_value_names = writer.value_names
     returns = return_annotation(graph.outputs, module)
     if not returns and graph.outputs:
         # One output Python cannot annotate (untyped, a map...) leaves the annotation out;

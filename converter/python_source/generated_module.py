@@ -17,7 +17,7 @@ from converter.python_source.names import Namespace
 from dsl import ir
 from dsl.errors import ConversionError
 
-__all__ = ["INLINE_LIMIT", "GeneratedModule", "header", "model_options"]
+__all__ = ["INLINE_LIMIT", "GeneratedModule", "header", "model_options", "weights_line"]
 
 # Tensors with at most this many elements are written inline as np.array literals.
 INLINE_LIMIT = 16
@@ -46,10 +46,17 @@ class GeneratedModule:
     float_texts: dict[float, str] = field(default_factory=dict)  # FLOAT attribute value -> its text
     type_texts: dict[int, tuple[Any, str]] = field(default_factory=dict)  # id(TensorType) -> (it, "FLOAT[2]")
     weights_file: str | None = None  # as the source names it: relative to the source's folder
-    inline_limit: int = INLINE_LIMIT
+    inline_limit: float = INLINE_LIMIT  # math.inf: every tensor inline
     # The main function's io_types for model_options, when only some outputs can be
     # annotated: None per input, then each output's type text or None.
     partial_io_types: list[str | None] | None = None
+
+    # A comment at the end of the weights line (the file is not written yet), and where
+    # that line starts in the text: PythonSource.save rewrites it to name the file saved.
+    weights_note: str = ""
+    weights_line_at: int | None = None
+    # The main function's value -> Python name, for the metadata kept by value name.
+    main_value_names: dict[ir.Value, str] = field(default_factory=dict)
 
     @property
     def loads_weights(self) -> bool:
@@ -78,9 +85,15 @@ def header(module: GeneratedModule, doc: str, model: ir.Model | None) -> str:
     for alias, domain, version in custom:
         lines.append(f"{alias} = Opset({utf8(domain, 'opset domain')!r}, {version})")
     if module.loads_weights:
-        lines.append(f"weights = load_weights(__file__, {module.weights_file!r})")
+        module.weights_line_at = len("\n".join(lines)) + 1 if lines else 0
+        lines.append(weights_line(module.weights_file or "", module.weights_note))
     lines.extend(module.weight_lines)
     return "\n".join(lines) + "\n\n\n"
+
+
+def weights_line(weights_file: str, note: str = "") -> str:
+    """The statement of the generated module that reads its weights file."""
+    return f"weights = load_weights(__file__, {weights_file!r})" + (f"  # {note}" if note else "")
 
 
 def _dsl_imports(module: GeneratedModule) -> list[str]:
@@ -123,7 +136,8 @@ def _check_default_opset(version: int) -> None:
 
 
 def model_options(
-    model: ir.Model, function_name: str, functions: list[str], weights: list[str], io_types: list[str | None] | None
+    model: ir.Model, function_name: str, functions: list[str], weights: list[str], io_types: list[str | None] | None,
+    recorded: list[tuple[str, str]] | None = None,
 ) -> str:
     """The model fields a function cannot carry, attached for ``to_model_proto``; the
     functions nothing calls and the weights nothing reads are listed by their Python names."""
@@ -135,7 +149,7 @@ def model_options(
         options["doc_string"] = model.doc_string
     if model.metadata_props:
         options["metadata_props"] = dict(model.metadata_props)
-    if not options and not functions and not weights and io_types is None:
+    if not options and not functions and not weights and io_types is None and not recorded:
         return ""
     items = "".join(f"    {key!r}: {utf8(value, key)!r},\n" for key, value in options.items())
     for key, names in (("functions", functions), ("initializers", weights)):
@@ -143,6 +157,7 @@ def model_options(
             items += f"    {key!r}: [{', '.join(names)}],\n"
     if io_types is not None:  # (type texts, written as code: FLOAT[2], not 'FLOAT[2]')
         items += f"    'io_types': [{', '.join('None' if t is None else t for t in io_types)}],\n"
+    items += "".join(f"    {key!r}: {text},\n" for key, text in recorded or [])  # (metadata last: the code reads first)
     return (
         "\n\n\n# Fields of the original model; `onnxquill compile` passes them to to_model_proto().\n"
         f"{function_name}.model_options = {{\n{items}}}"

@@ -67,6 +67,12 @@ def type_text(ir_type: Any, module: GeneratedModule) -> str:
         wrapper = "Sequence" if isinstance(ir_type, ir.SequenceType) else "Optional"
         module.type_names.add(wrapper)
         return f"{wrapper}[{inner}]"
+    if isinstance(ir_type, ir.MapType) and ir_type.value is not None:
+        key, value = ENUM_NAMES.get(ir_type.key_type), type_text(ir_type.value, module)
+        if key is None or not value:
+            return ""
+        module.type_names.update(("Map", key))
+        return f"Map[{key}, {value}]"
     return ""
 
 

@@ -39,6 +39,7 @@ _PYTHON_COMPARE = {
     "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
     "Gt": operator.gt, "GtE": operator.ge,
 }
+_FLOAT, _INT64 = 1, 7  # ONNX element type numbers
 _TENSOR_ATTRIBUTE_HINTS = {
     "shape": "use op.Shape(x)",
     "T": "use op.Transpose(x)",
@@ -142,11 +143,57 @@ class ExpressionCompiler(_CompilerBase):
             return PyValue(tuple(values) if isinstance(node, ast.Tuple) else values)
         if isinstance(node, ast.Tuple):
             return ValueTuple(tuple(items))
-        raise DslTypeError(
-            "a list of tensors is not a tensor",
-            self.loc(node),
-            hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
+        return self.list_tensor(items, node)
+
+    def list_tensor(self, items: list[Any], node: ast.List) -> ir.Value:
+        """A list mixing Python numbers with attribute parameters or one-element tensors
+        (``[0, 0, heads, -1]``, the shape of a Reshape) -> one 1-D tensor: each run of
+        numbers one constant, every other item reshaped to ``[-1]``, all concatenated.
+        A list of tensors only stays an error: it may mean a stack or a sequence."""
+        if not all(isinstance(item, (PyValue, AttrRef, ir.Value)) for item in items) or all(
+            isinstance(item, ir.Value) for item in items
+        ):
+            raise DslTypeError(
+                "a list of tensors is not a tensor",
+                self.loc(node),
+                hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
+            )
+        elem = self.list_elem(items, node)
+        location = self.loc(node)
+        flat = self.as_value(PyValue(np.array([-1], dtype=np.int64)), node)
+        parts: list[ir.Value | None] = []
+        numbers: list[Any] = []
+        for item, item_node in zip([*items, None], [*node.elts, None]):
+            if isinstance(item, PyValue):
+                numbers.append(item.value)
+                continue
+            if numbers:
+                parts.append(self.as_value(PyValue(numbers), node, elem=elem))
+                numbers = []
+            if item is not None:
+                parts.append(self.builder.operator("Reshape", [self.as_value(item, item_node, elem=elem), flat], location))
+        return self.builder.operator("Concat", parts, location, axis=0)
+
+    def list_elem(self, items: list[Any], node: ast.List) -> int:
+        """The element type of a list made a tensor: a tensor item's, else INT64 for ints
+        and FLOAT where a float (a number or a float attribute) is among them."""
+        for item in items:
+            if isinstance(item, ir.Value):
+                known = self.ctx.elem(item)
+                if known is not None:
+                    return known
+        for item in items:
+            if isinstance(item, PyValue) and not isinstance(item.value, (int, float, np.integer, np.floating)):
+                raise DslTypeError(
+                    f"a list made a tensor holds numbers, not {type(item.value).__name__}",
+                    self.loc(node), hint="write the list of numbers, attributes and one-element tensors only",
+                )
+        floats = any(
+            (isinstance(item, PyValue) and isinstance(item.value, (float, np.floating)))
+            or (isinstance(item, AttrRef) and item.param.kind in (ir.AttrKind.FLOAT, ir.AttrKind.FLOATS))
+            for item in items
         )
+        return _FLOAT if floats else _INT64
 
     # ---------------------------------------------------------- operators
     def visit_BinOp(self, node: ast.BinOp) -> Any:

@@ -1,5 +1,5 @@
 """Statements: assignment (SSA), augmented assignment, ``del``, ``pass``, ``return``,
-expression statements, nested ``@graph()`` definitions, and the constructs refused.
+expression statements (``breakpoint()`` and ``print(...)`` are eager-only: nothing), nested ``@graph()`` definitions, and the constructs refused.
 
 Every assignment binds the name to a new value; the value takes the variable's name
 (``d``, ``d_1``, ...).  A block returns an exit marker when it ends in ``return``,
@@ -9,6 +9,7 @@ Every assignment binds the name to a new value; the value takes the variable's n
 from __future__ import annotations
 
 import ast
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
@@ -196,8 +197,22 @@ class StatementCompiler(_CompilerBase):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return None  # a string used as a comment
+        if isinstance(node.value, ast.Call) and self.is_eager_only(node.value):
+            return None
         self.expr(node.value)
         return None
+
+    def is_eager_only(self, call: ast.Call) -> bool:
+        """Whether ``call`` is a debugging call that only eager mode runs: ``breakpoint()``,
+        ``pdb.set_trace()``, ``print(...)``.  Compiling reads the function, it does not run
+        it, so these add nothing to the graph and their arguments are not compiled."""
+        callee = self.expr(call.func)
+        if not isinstance(callee, PyValue):
+            return False
+        target = callee.value
+        if target is builtins.breakpoint or target is builtins.print:
+            return True
+        return getattr(target, "__module__", None) == "pdb" and getattr(target, "__name__", None) == "set_trace"
 
     # ------------------------------------------------------------------ exits
     def visit_Return(self, node: ast.Return) -> ReturnExit:

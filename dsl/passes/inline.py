@@ -241,7 +241,8 @@ class _Inliner:
             callee = self.copies.get(id(callee), callee)
         outputs = [self.copy_value(v, mapping, keep_names) for v in node.outputs]
         copy = ir.Node(node.op_type, node.domain, inputs, outputs, attributes, name=node.name,
-                       overload=node.overload, doc_string=node.doc_string, callee=callee, location=node.location)
+                       overload=node.overload, doc_string=node.doc_string, callee=callee, location=node.location,
+                       metadata_props=dict(node.metadata_props) if node.metadata_props else None)
         for value in outputs:
             value.producer = copy
         out.append(copy)

@@ -1,0 +1,60 @@
+"""What ``check_metadata=True`` adds to the comparison of two models.
+
+Besides the model's own doc string, producer name and ``metadata_props`` (compared in
+:mod:`converter.compare`), metadata is: the IR version (the second model's may be
+higher, since its content may need a newer one, but not lower unless the first's is
+one the installed onnxruntime refuses: a round trip keeps what runs), each graph's
+``metadata_props``, each node's ``metadata_props`` (an exporter's stack traces and
+module names) and the types of ``value_info``.  Nodes and values are compared through
+the pairing the structural comparison found, so names may still differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+from converter.compare_values import Different, compare_types
+
+__all__ = ["compare_metadata"]
+
+
+def compare_metadata(first: onnx.ModelProto, second: onnx.ModelProto, comparison: Any) -> None:
+    """Raise :class:`~converter.compare_values.Different` at the first metadata difference;
+    ``comparison`` is the finished structural comparison of the two main graphs."""
+    from dsl.onnxruntime_limits import max_ir_version
+
+    if second.ir_version < min(first.ir_version, max_ir_version()):
+        raise Different(f"ir_version: {first.ir_version} vs {second.ir_version}")
+    scopes = {id(one): one for pair in comparison.scopes for one in pair}
+    for scope_a, scope_b in comparison.scopes:
+        if isinstance(scope_a.graph, onnx.GraphProto):
+            _graph_metadata(scope_a, scope_b, comparison.forward)
+    for (scope_a_id, index_a), (scope_b_id, index_b) in comparison.node_pairs.items():
+        node_a = scopes[scope_a_id].nodes[index_a]
+        node_b = scopes[scope_b_id].nodes[index_b]
+        props_a, props_b = _props(node_a), _props(node_b)
+        if props_a != props_b:
+            label = f"{node_a.op_type} node {node_a.name or node_a.output[0]!r}"
+            raise Different(f"metadata_props of the {label}: {props_a} vs {props_b}")
+
+
+def _graph_metadata(scope_a: Any, scope_b: Any, forward: dict[Any, Any]) -> None:
+    graph_a, graph_b = scope_a.graph, scope_b.graph
+    where = scope_a.where
+    if _props(graph_a) != _props(graph_b):
+        raise Different(f"{where} metadata_props: {_props(graph_a)} vs {_props(graph_b)}")
+    if len(graph_a.value_info) != len(graph_b.value_info):
+        raise Different(f"{where}: {len(graph_a.value_info)} value_info entries vs {len(graph_b.value_info)}")
+    second = {info.name: info for info in graph_b.value_info}
+    for info in graph_a.value_info:
+        paired = forward.get((id(scope_a), info.name))
+        found = second.get(paired[1]) if paired is not None else None
+        if found is None:
+            raise Different(f"{where} value_info {info.name!r}: the second has none for its value")
+        compare_types(info.type, found.type, f"{where} value_info {info.name!r}", True, None)
+
+
+def _props(owner: Any) -> dict[str, str]:
+    return {p.key: p.value for p in owner.metadata_props}
