@@ -157,9 +157,16 @@ def _save_model(model: onnx.ModelProto, path: str) -> None:
 
     import onnx
 
+    from dsl.file_writing import refuse_symlink, write_bytes
+
     # Protobuf cannot serialise 2 GB; larger models keep their weights in a side file.
     large = sum(t.ByteSize() for t in model.graph.initializer) > 2**31 - 2**24
-    onnx.save_model(model, path, save_as_external_data=large, location=os.path.basename(path) + ".data" if large else None)
+    if not large:
+        write_bytes(path, model.SerializeToString())  # (never through a symlink planted at the path)
+        return
+    for target in (path, path + ".data"):  # (onnx opens them itself)
+        refuse_symlink(target)
+    onnx.save_model(model, path, save_as_external_data=True, location=os.path.basename(path) + ".data")
 
 
 def _add_cut(commands: Any) -> None:

@@ -15,7 +15,8 @@ What is kept, and how:
   "overridable weight" from "constant weight";
 * tensors are numpy arrays: plain numeric ones are views of ``raw_data`` (or built from
   the typed field), the rest come from ``onnx.numpy_helper.to_array`` (ml_dtypes arrays
-  for the new element types); external data is read by ``onnx.load``;
+  for the new element types); external data is read by ``onnx.load``, or
+  later only from the model file's own folder (:mod:`dsl.tensor_protos`);
 * types are shared: equal TypeProtos become one immutable IR type object.
 
 Not kept: ``training_info``, ``quantization_annotation`` and per-node/function
@@ -37,6 +38,7 @@ import numpy as np
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
+from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
     import onnx
@@ -74,7 +76,7 @@ def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True)
     176
     """
     proto = read_model_proto(path, load_external_data=load_external_data)
-    return model_from_proto(proto, source=os.fspath(path))
+    return model_from_proto(proto, source=os.fspath(path), folder=os.path.dirname(os.path.abspath(path)))
 
 
 def read_model_proto(path: str | os.PathLike[str], *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -126,14 +128,17 @@ def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
 
 
 
-def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>") -> ir.Model:
-    """Convert a ModelProto: its graph, its model-local functions and its metadata."""
+def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None) -> ir.Model:
+    """Convert a ModelProto: its graph, its model-local functions and its metadata.
+
+    External data not loaded yet is read from ``folder`` (the model file's), and refused
+    when there is none: never relative to the working directory."""
     with collection_paused():
-        return _model_from_proto(proto, source)
+        return _model_from_proto(proto, source, folder)
 
 
-def _model_from_proto(proto: onnx.ModelProto, source: str) -> ir.Model:
-    reader = _Reader(source)
+def _model_from_proto(proto: onnx.ModelProto, source: str, folder: str | None = None) -> ir.Model:
+    reader = _Reader(source, folder)
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
     reader.fill_functions()
@@ -194,8 +199,9 @@ class _Scope:
 class _Reader:
     """One conversion: the function table, and the file name for error messages."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, folder: str | None = None) -> None:
         self.source = source
+        self.folder = folder  # where external data may be read from (None: nowhere)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
@@ -504,6 +510,8 @@ class _Reader:
         if fast_dtype is not None and proto.data_location != 1:
             # The common cases, several times cheaper than numpy_helper.to_array.
             shape = proto.dims[:]  # (a list: cheaper than a tuple, and reshape takes it)
+            if shape and (len(shape) > MAX_RANK or min(shape) < 0):  # (an overflowing count fails the size tests)
+                check_dims(shape, proto.name, self.source)
             raw = proto.raw_data
             if raw or proto.HasField("raw_data"):
                 if len(raw) == fast_dtype.itemsize * math.prod(shape):
@@ -545,9 +553,7 @@ class _Reader:
 
     def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         """Strings, external data, packed and new element types: what numpy_helper knows."""
-        from onnx import numpy_helper
-        from onnx.checker import ValidationError
-
+        check_dims(proto.dims, proto.name, self.source)
         if proto.data_type == _STRING and proto.data_location != 1:
             # Text where it is UTF-8, bytes where it is not (numpy_helper would fail on those).
             strings = np.empty(len(proto.string_data), dtype=object)
@@ -559,16 +565,11 @@ class _Reader:
                     hint="the model is malformed or truncated",
                 )
             return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
-        try:
-            array = numpy_helper.to_array(proto)
-        except (ValueError, TypeError, KeyError, OSError, ValidationError) as error:  # (Validation: external data)
-            raise ModelLoadError(
-                f"{self.source}: tensor {proto.name!r} cannot be read ({error})",
-                hint="its data is missing or does not match its shape and type; the file may be truncated",
-            ) from None
+        array = tensor_array(proto, self.folder, self.source)
         return ir.Tensor(array, int(proto.data_type), proto.name, proto.doc_string)
 
     def sparse_tensor(self, proto: onnx.SparseTensorProto) -> ir.SparseTensor:
+        check_dims(proto.dims, proto.values.name, self.source)
         return ir.SparseTensor(self.tensor(proto.values), self.tensor(proto.indices), tuple(int(d) for d in proto.dims))
 
     def tensor_type(self, elem_type: int, shape: tuple[int | str | None, ...] | None) -> ir.TensorType:
