@@ -159,10 +159,8 @@ def _write_compiled(function: Any, options: dict[str, Any], path: str) -> onnx.M
     """Compile and save; large weights go from the IR's arrays straight to ``PATH.data``."""
     import os
 
-    import onnx
-
     from converter.external_data import ExternalDataWriter, StreamedWeights, write_streamed
-    from dsl.file_writing import overwritten
+    from dsl.file_writing import overwritten, write_bytes
 
     weights = sum(v.initializer.array.nbytes for v in function.function.graph.initializers
                   if v.initializer is not None)
@@ -175,7 +173,7 @@ def _write_compiled(function: Any, options: dict[str, Any], path: str) -> onnx.M
     location = os.path.basename(path) + ".data"
     with overwritten(os.path.join(os.path.dirname(os.path.abspath(path)), location)) as stream:
         model = function.to_model_proto(external_data=ExternalDataWriter(stream, location), **options)
-    onnx.save_model(model, path)
+    write_bytes(path, model.SerializeToString())  # (the weights are in the side file: a small proto)
     return model
 
 
@@ -184,8 +182,15 @@ def _save_model(model: onnx.ModelProto, path: str) -> None:
 
     import onnx
 
+    from dsl.file_writing import refuse_symlink, write_bytes
+
     large = sum(t.ByteSize() for t in model.graph.initializer) > _PROTO_LIMIT
-    onnx.save_model(model, path, save_as_external_data=large, location=os.path.basename(path) + ".data" if large else None)
+    if not large:
+        write_bytes(path, model.SerializeToString())  # (never through a symlink planted at the path)
+        return
+    for target in (path, path + ".data"):  # (onnx opens them itself)
+        refuse_symlink(target)
+    onnx.save_model(model, path, save_as_external_data=True, location=os.path.basename(path) + ".data")
 
 
 def _add_cut(commands: Any) -> None:

@@ -16,7 +16,8 @@ What is kept, and how:
 * tensors are numpy arrays: plain numeric ones are views of ``raw_data`` (or built from
   the typed field), the rest come from ``onnx.numpy_helper.to_array`` (ml_dtypes arrays
   for the new element types); external data is read straight into its arrays
-  (:mod:`converter.external_data`), never held in protos;
+  (:mod:`converter.external_data`), never held in protos, and only from the model
+  file's own folder (:mod:`dsl.tensor_protos`);
 * types are shared: equal TypeProtos become one immutable IR type object.
 
 Not kept: ``training_info``, ``quantization_annotation`` and function
@@ -36,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from converter.external_data import read_external_array
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
+from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
     import onnx
@@ -76,11 +77,11 @@ def load_model(path: str | os.PathLike[str], *, load_external_data: bool = True)
     >>> len(model.graph.nodes)                      # doctest: +SKIP
     176
     """
-    # External data is read below, straight into the arrays the IR keeps (converter.external_data).
+    # External data is read below, straight into the arrays the IR keeps (converter.external_data),
+    # from the model's own folder whichever ``load_external_data`` says (never from the working
+    # directory); the flag is kept for onnx.load's callers.
     proto = read_model_proto(path, load_external_data=False)
-    folder = os.path.dirname(os.path.abspath(os.fspath(path))) if load_external_data else None
-    with collection_paused():
-        return _model_from_proto(proto, os.fspath(path), folder)
+    return model_from_proto(proto, source=os.fspath(path), folder=os.path.dirname(os.path.abspath(os.fspath(path))))
 
 
 def read_model_proto(path: str | os.PathLike[str], *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -132,15 +133,17 @@ def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
 
 
 
-def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>") -> ir.Model:
-    """Convert a ModelProto: its graph, its model-local functions and its metadata."""
+def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None) -> ir.Model:
+    """Convert a ModelProto: its graph, its model-local functions and its metadata.
+
+    External data not loaded yet is read from ``folder`` (the model file's), and refused
+    when there is none: never relative to the working directory."""
     with collection_paused():
-        return _model_from_proto(proto, source)
+        return _model_from_proto(proto, source, folder)
 
 
-def _model_from_proto(proto: onnx.ModelProto, source: str, external_folder: str | None = None) -> ir.Model:
-    reader = _Reader(source)
-    reader.external_folder = external_folder
+def _model_from_proto(proto: onnx.ModelProto, source: str, folder: str | None = None) -> ir.Model:
+    reader = _Reader(source, folder)
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
     reader.fill_functions()
@@ -201,9 +204,9 @@ class _Scope:
 class _Reader:
     """One conversion: the function table, and the file name for error messages."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, folder: str | None = None) -> None:
         self.source = source
-        self.external_folder: str | None = None  # where external data lies (None: not read)
+        self.folder = folder  # where external data may be read from (None: nowhere)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
@@ -516,6 +519,8 @@ class _Reader:
         if fast_dtype is not None and proto.data_location != 1:
             # The common cases, several times cheaper than numpy_helper.to_array.
             shape = proto.dims[:]  # (a list: cheaper than a tuple, and reshape takes it)
+            if shape and (len(shape) > MAX_RANK or min(shape) < 0):  # (an overflowing count fails the size tests)
+                check_dims(shape, proto.name, self.source)
             raw = proto.raw_data
             if raw or proto.HasField("raw_data"):
                 if len(raw) == fast_dtype.itemsize * math.prod(shape):
@@ -557,9 +562,7 @@ class _Reader:
 
     def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         """Strings, external data, packed and new element types: what numpy_helper knows."""
-        from onnx import numpy_helper
-        from onnx.checker import ValidationError
-
+        check_dims(proto.dims, proto.name, self.source)
         if proto.data_type == _STRING and proto.data_location != 1:
             # Text where it is UTF-8, bytes where it is not (numpy_helper would fail on those).
             strings = np.empty(len(proto.string_data), dtype=object)
@@ -571,19 +574,11 @@ class _Reader:
                     hint="the model is malformed or truncated",
                 )
             return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
-        try:
-            if proto.data_location == 1 and self.external_folder is not None:
-                array = read_external_array(proto, self.external_folder)
-            else:
-                array = numpy_helper.to_array(proto)
-        except (ValueError, TypeError, KeyError, OSError, ValidationError) as error:  # (Validation: external data)
-            raise ModelLoadError(
-                f"{self.source}: tensor {proto.name!r} cannot be read ({error})",
-                hint="its data is missing or does not match its shape and type; the file may be truncated",
-            ) from None
+        array = tensor_array(proto, self.folder, self.source)
         return ir.Tensor(array, int(proto.data_type), proto.name, proto.doc_string)
 
     def sparse_tensor(self, proto: onnx.SparseTensorProto) -> ir.SparseTensor:
+        check_dims(proto.dims, proto.values.name, self.source)
         return ir.SparseTensor(self.tensor(proto.values), self.tensor(proto.indices), tuple(int(d) for d in proto.dims))
 
     def tensor_type(self, elem_type: int, shape: tuple[int | str | None, ...] | None) -> ir.TensorType:

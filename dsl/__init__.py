@@ -26,17 +26,20 @@ from dsl.errors import (
     DslSyntaxError,
     DslTypeError,
     EagerError,
+    LimitExceededError,
     MarkupError,
     ModelLoadError,
     OpAttributeError,
     OpCallError,
     SourceUnavailableError,
     UnknownOpError,
+    UnsafePathError,
     UnsupportedSyntaxError,
 )
 
 if TYPE_CHECKING:
     from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
+    from dsl.limits import raised_limits
     from dsl.loaded_model import LoadedModel, load
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
     from dsl.op_signatures import opset as opset
@@ -97,6 +100,7 @@ _LAZY: dict[str, str] = {
     "sparse_tensor": "dsl.frontend.weights",
     "load": "dsl.loaded_model",
     "LoadedModel": "dsl.loaded_model",
+    "raised_limits": "dsl.limits",
 }
 # Element types, the Optional/Sequence/Map annotations and TensorType ("any tensor", as
 # onnxscript's) come from dsl.types.
@@ -113,6 +117,7 @@ __all__ = [
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
+    "LimitExceededError", "UnsafePathError", "raised_limits",
 ]
 
 

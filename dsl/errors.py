@@ -32,8 +32,13 @@ __all__ = [
     "ModelLoadError",
     "EagerError",
     "ConversionError",
+    "LimitExceededError",
+    "UnsafePathError",
     "render_location",
 ]
+
+
+_LONG_LINE = 160  # source lines longer than this are shown cut around the caret
 
 
 def render_location(location: Any) -> str:
@@ -52,6 +57,11 @@ def render_location(location: Any) -> str:
         width = 1
         if end_column is not None and end_column > column:
             width = min(end_column - column, max(len(shown) - caret_col, 1))
+        if len(shown) > _LONG_LINE:  # (a whole file on one line: show the part around the caret)
+            start = max(caret_col - _LONG_LINE // 2, 0)
+            width = min(width, _LONG_LINE // 2)
+            shown = ("..." if start else "") + shown[start : start + _LONG_LINE] + "..."
+            caret_col = caret_col - start + (3 if start else 0)
         parts.append(f"    {shown}\n    {' ' * caret_col}{'^' * width}")
     return "\n".join(parts)
 
@@ -151,6 +161,11 @@ class ModelLoadError(DslError):
 class EagerError(DslError):
     """An op that failed while executing eagerly (bad input types, backend failure)."""
 
+    default_hint = (
+        "the message names the node and the values it got; for a model from a file, "
+        "onnx.checker.check_model(model, full_check=True) tells whether the model itself is malformed"
+    )
+
 
 class ConversionError(DslError):
     """A model a back end cannot express (e.g. a construct with no Python spelling)."""
@@ -159,3 +174,15 @@ class ConversionError(DslError):
         "the model uses something this back end cannot write; run onnx.checker.check_model on it, "
         "and rename or rewrite that part with onnx before converting"
     )
+
+
+class LimitExceededError(DslError):
+    """An input that would make onnxquill spend more memory or time than its limits allow.
+
+    The limits (:mod:`dsl.limits`) bound what a small downloaded file can cost before the
+    work starts; the hint names the setting that raises each one.
+    """
+
+
+class UnsafePathError(DslError):
+    """A file a project or model refers to outside its own folder, or a write through a symlink."""

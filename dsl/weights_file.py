@@ -41,6 +41,8 @@ import numpy as np
 
 from dsl.errors import ModelLoadError
 from dsl.file_writing import overwritten
+from dsl.limits import check_limit
+from dsl.tensor_protos import MAX_RANK
 
 __all__ = ["DTYPES_KEY", "WeightsFileError", "read_weights_file", "write_weights_file", "write_npz"]
 
@@ -72,14 +74,25 @@ def read_weights_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """
     try:
         with zipfile.ZipFile(path) as archive:
+            _check_inflation(archive, path)
             arrays = {_member_name(info): _read_member(archive, info) for info in archive.infolist()}
         dtypes = _dtype_names(arrays.pop(DTYPES_KEY, None))
         for name, dtype_name in dtypes.items():
             arrays[name] = _as_ml_dtype(name, arrays.get(name), dtype_name)
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, NotImplementedError, RuntimeError) as error:
-        # (RuntimeError: an encrypted member; NotImplementedError: an unknown compression.)
-        raise WeightsFileError(f"{os.fspath(path)}: {error}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, NotImplementedError, RuntimeError,
+            TypeError) as error:
+        # (RuntimeError: an encrypted member, or JSON nested past the recursion limit (RecursionError);
+        # NotImplementedError: an unknown compression; TypeError: a __dtypes__ entry numpy cannot read.)
+        raise WeightsFileError(f"{os.fspath(path)}: {getattr(error, 'message', error)}") from None
     return arrays
+
+
+def _check_inflation(archive: zipfile.ZipFile, path: str | os.PathLike[str]) -> None:
+    """Compressed members may not inflate past the limit: 3 MB of deflate can declare 3 GB.
+    (The zip reader stops at each member's declared size, and each array is checked against
+    that size, so these declared sizes bound what reading allocates.)"""
+    inflated = sum(max(info.file_size - info.compress_size, 0) for info in archive.infolist())
+    check_limit("inflated_bytes", inflated, f"{os.fspath(path)}: compressed arrays that inflate by {inflated:,} bytes")
 
 
 def _member_name(info: zipfile.ZipInfo) -> str:
@@ -94,6 +107,8 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         version = np.lib.format.read_magic(member)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran_order, dtype = read_header(member)
+        if len(shape) > MAX_RANK or any(dim < 0 for dim in shape):
+            raise WeightsFileError(f"member {info.filename!r} declares the shape {shape!r}")
         if dtype.hasobject:
             raise WeightsFileError(f"member {info.filename!r} holds Python objects, which only pickle can rebuild")
         count = math.prod(shape)
@@ -140,7 +155,7 @@ def _as_ml_dtype(name: str, bits: np.ndarray | None, dtype_name: str) -> np.ndar
     found = getattr(ml_dtypes, dtype_name, None) if dtype_name.isidentifier() and dtype_name[0] != "_" else None
     try:
         dtype = np.dtype(found) if found is not None else None
-    except TypeError:
+    except (TypeError, ValueError):
         dtype = None
     if dtype is None or dtype.kind != "V" or bits.dtype.kind != "u" or bits.dtype.itemsize != dtype.itemsize:
         raise WeightsFileError(f"{DTYPES_KEY} gives {name!r} the dtype {dtype_name!r}, which does not fit {bits.dtype}")
@@ -249,7 +264,7 @@ def _write_members(stream: IO[bytes], members: list[tuple[bytes, bytes, np.ndarr
 def _write_zip64(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
     # np.savez's members (zip64, so any size), written without its **arrays interface:
     # there an array named "file" or "allow_pickle" would clash with its parameters.
-    with zipfile.ZipFile(path, "w") as archive:
+    with overwritten(path) as stream, zipfile.ZipFile(stream, "w") as archive:
         for key, array in arrays.items():
             with archive.open(key + ".npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)

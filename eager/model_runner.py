@@ -41,10 +41,13 @@ import onnx.numpy_helper
 
 from dsl import ir, types
 from dsl.errors import DslTypeError, EagerError, ModelLoadError
+from dsl.limits import check_limit
+from dsl.tensor_protos import tensor_array
 from eager import values
 from eager.call_site import caller_location
 from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
 from eager.model_session import ModelSession, prepared, value_signature
+from eager.proto_checks import check_program_protos
 from eager.sessions import KERNELS, LAST
 
 __all__ = ["run", "RunResult"]
@@ -97,12 +100,13 @@ def run(
         if found is not None:
             return found
     program = _load(model_or_function)
+    check_program_protos(program.graph, program.functions.values(), "the model")
     env: dict[str, Any] = {}
     graph = program.graph
     input_names = list(graph.input) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.input]
     if isinstance(graph, onnx.GraphProto):
         for initializer in graph.initializer:
-            env[initializer.name] = onnx.numpy_helper.to_array(initializer)
+            env[initializer.name] = tensor_array(initializer, None, "the model")
     _bind_inputs(input_names, inputs, program.input_types, env)
     attributes = _function_defaults(graph) if isinstance(graph, onnx.FunctionProto) else {}
     runner = _Runner(program, dict(env) if capture else None, stop_after)
@@ -179,12 +183,15 @@ def _load(obj: Any) -> _Program:
         try:
             obj = onnx.load(os.fspath(obj))
         except Exception as err:
-            raise ModelLoadError(f"cannot read {os.fspath(obj)!r}: {err}", caller_location()) from None
+            raise ModelLoadError(f"cannot read {os.fspath(obj)!r}: {err}", caller_location(),
+                                 hint="check that the file is a complete ONNX model whose external data lies in "
+                                 "its own folder") from None
     if isinstance(obj, (bytes, bytearray)):
         try:
             obj = onnx.load_model_from_string(bytes(obj))
         except Exception as err:
-            raise ModelLoadError(f"the bytes are not a ModelProto: {err}", caller_location()) from None
+            raise ModelLoadError(f"the bytes are not a ModelProto: {err}", caller_location(),
+                                 hint="pass the bytes of a complete ONNX model") from None
     if isinstance(obj, (ir.Function, ir.Model)):
         from converter.to_onnx import model_to_proto
 
@@ -263,6 +270,10 @@ def _check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> N
         return
     tensor_type = declared.tensor_type
     elem = values.elem_type_of_array(value)
+    if tensor_type.elem_type and tensor_type.elem_type not in {t.enum for t in types.ELEMENT_TYPES.values()}:
+        raise ModelLoadError(f"input {name!r} of the model declares the element type {tensor_type.elem_type}, "
+                             "which onnx does not define", caller_location(),
+                             hint="the file may be damaged; re-export or re-download it")
     if tensor_type.elem_type and elem is not None and elem != tensor_type.elem_type:
         raise DslTypeError(
             f"input {name!r} of the model is {types.element_type_name(tensor_type.elem_type)}, got "
@@ -411,7 +422,7 @@ class _Runner:
         prefix: str,
     ) -> list[Any]:
         """Run a subgraph whose nodes also read the enclosing scopes (``env``)."""
-        local = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+        local = {t.name: tensor_array(t, None, "the model") for t in graph.initializer}
         local.update(bound)
         scope = collections.ChainMap(local, env)
         if self.captured is not None:
@@ -457,8 +468,7 @@ class _Runner:
             raise EagerError(f"Loop {node.name!r} has no body attribute", caller_location())
         padded = [*inputs, None, None][: max(len(inputs), 2)]
         trip, condition, carried = padded[0], padded[1], list(padded[2:])
-        limit = None if trip is None else int(np.asarray(trip).reshape(()))
-        keep_going = True if condition is None else bool(np.asarray(condition).reshape(()))
+        limit, keep_going = _loop_bounds(node, trip, condition)
         names = [v.name for v in body.input]
         n_carried = len(carried)
         scans: list[list[Any]] = [[] for _ in body.output[1 + n_carried:]]
@@ -471,6 +481,9 @@ class _Runner:
             for collected, value in zip(scans, results[1 + n_carried:]):
                 collected.append(value)
             iteration += 1
+            if limit is None and keep_going:  # (a trip count was checked before the first iteration)
+                check_limit("loop_iterations", iteration + 1, f"Loop {node.name!r}: iteration {iteration + 1}",
+                            caller_location())
         stacked = []
         for collected, output in zip(scans, body.output[1 + n_carried:]):
             if collected:
@@ -563,6 +576,17 @@ class _Runner:
                 except Exception as reference_error:
                     message += f"\nonnx.reference: {reference_error}"
             raise EagerError(f"node {index} ({_describe(node, inputs)}) failed:\n{message}", caller_location()) from None
+
+
+def _loop_bounds(node: onnx.NodeProto, trip: Any, condition: Any) -> tuple[int | None, bool]:
+    """A Loop's trip count (checked against the limit before the first iteration) and its first condition."""
+    for name, given in (("trip count", trip), ("condition", condition)):
+        if given is not None and (isinstance(given, list) or np.asarray(given).size != 1):
+            raise EagerError(f"Loop {node.name!r} needs a one-element {name}", caller_location())
+    limit = None if trip is None else int(np.asarray(trip).reshape(()))
+    if limit is not None:
+        check_limit("loop_iterations", limit, f"Loop {node.name!r} with trip count {limit:,}", caller_location())
+    return limit, True if condition is None else bool(np.asarray(condition).reshape(()))
 
 
 def _resolve(attribute: onnx.AttributeProto, bound: dict[str, onnx.AttributeProto]) -> onnx.AttributeProto | None:

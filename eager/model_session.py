@@ -166,7 +166,7 @@ def _build(obj: Any, capture: bool) -> ModelSession | _Refused:
         proto, serialized, base_dir, weights = _model(obj)
     except Exception as error:  # the node-by-node runner reports an unreadable model with its own words
         return _Refused(f"cannot read the model: {error}", obj)
-    reason = _why_not_one_session(proto)
+    reason = _why_not_one_session(proto) or _external_data_outside(proto, base_dir, weights)
     if not reason:
         try:
             return ModelSession(proto, serialized, base_dir, capture, obj, weights)
@@ -239,9 +239,47 @@ def _why_not_one_session(proto: onnx.ModelProto) -> str:
         while n_inputs and not node.input[n_inputs - 1]:
             n_inputs -= 1
         domain = "" if node.domain == "ai.onnx" else node.domain
+        if domain == "" and node.op_type == "Loop":
+            # onnxruntime would run any trip count; node by node, eager's bound on Loop
+            # iterations (dsl.limits) is checked before the first one.
+            return f"Loop {node.name!r} runs node by node, under the bound on Loop iterations"
         preferred = reference_reason(domain, node.op_type, list(node.attribute), n_inputs)
         if preferred:
             return f"{node.op_type} {node.name!r} runs in onnx.reference: {preferred}"
+    return ""
+
+
+def _external_data_outside(proto: onnx.ModelProto, base_dir: str | None, handed: dict[str, np.ndarray]) -> str:
+    """Why onnxruntime must not read the model's external data itself, or "" (``handed``:
+    the weights given to onnxruntime as arrays, which it does not read from a file).
+
+    onnxruntime resolves a location against the working directory when the model came
+    without a file, and may follow it out of the model's folder; node by node, external
+    data is read only from the model's own folder (:mod:`dsl.tensor_protos`), and the
+    reason for a refusal is named there.
+    """
+    from dsl.errors import UnsafePathError
+    from dsl.safe_paths import contained
+
+    tensors = [*proto.graph.initializer]
+    for node in _all_nodes(proto):
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                tensors += attribute.g.initializer
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                tensors += [t for g in attribute.graphs for t in g.initializer]
+            elif attribute.type == onnx.AttributeProto.TENSOR:
+                tensors.append(attribute.t)
+    for tensor in tensors:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL or tensor.name in handed:
+            continue
+        if base_dir is None:
+            return f"tensor {tensor.name!r} keeps its data in a file, and the model came without one"
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        try:
+            contained(base_dir, os.path.join(base_dir, location), f"the external data file {location!r}")
+        except UnsafePathError:
+            return f"tensor {tensor.name!r} keeps its data outside the model's folder"
     return ""
 
 

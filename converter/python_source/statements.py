@@ -27,6 +27,7 @@ from dsl.errors import ConversionError
 from dsl.loop_forms import LoopPlans, plan_loops
 from dsl.operators import PYTHON_BINARY as _BINARY
 from dsl.operators import PYTHON_UNARY as _UNARY
+from dsl.opsets import Opset
 
 __all__ = ["BodyWriter", "GRAPH_KINDS", "def_line", "return_annotation"]
 
@@ -209,6 +210,12 @@ class BodyWriter:
             raise ConversionError(
                 f"op type {op_type!r} is not a Python identifier (or is a keyword, or a name Python "
                 f"normalises to another), so it cannot be written as op.{op_type}"
+            )
+        if hasattr(Opset, op_type):  # op.describe(...) would call the Opset's method, not an op
+            raise ConversionError(
+                f"op type {op_type!r} is the name of a method or attribute of dsl.Opset, so op.{op_type} "
+                "cannot name it",
+                hint="rename the op in the model (and in its custom domain) to write it as Python",
             )
         text = self.op_texts[(domain, op_type)] = f"{self.opset(domain)}.{op_type}"
         return text

@@ -107,8 +107,9 @@ class ExpressionCompiler(_CompilerBase):
         if isinstance(base, PyValue):
             owner = base.value
             try:
-                if type(owner) is Opset and node.attr[:1].isupper():
-                    # ``op.Add``: what Opset.__getattr__ returns, without its failed normal lookup first
+                if isinstance(owner, Opset):
+                    # ``op.X`` is always an operator, never a method or attribute of the Opset
+                    # object: generated source spells a model's op_type here (``op.__init__``).
                     return PyValue(owner.get_op(node.attr))
                 return PyValue(getattr(owner, node.attr))
             except DslError as err:

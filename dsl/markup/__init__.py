@@ -39,7 +39,11 @@ silent):
 * a frozen parameter initialised with zeros/ones/constant always takes its value from
   the markup, so editing ``init_args`` takes effect (other weights load from the file);
 * ``meta.json`` fills ``producer``/``graph_name`` only when the caller left them at
-  their defaults (in Agrippa the file overrode the arguments).
+  their defaults (in Agrippa the file overrode the arguments);
+* a project from anywhere is safe to compile: ``src``, ``meta.json``, the weights and
+  the architecture file must lie inside the project folder (symlinks resolved), nothing
+  is written through a symlink, and ``rep``/``stretch`` (multiplied when nested),
+  parameter sizes and pickled lists are bounded by :mod:`dsl.limits` before the work.
 """
 
 from __future__ import annotations

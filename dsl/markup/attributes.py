@@ -131,14 +131,14 @@ def read_literal(attribute: Attribute, bindings: Mapping[str, Any], what: str = 
     stripped = text.strip()
     try:
         return json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(stripped)  # literals only: never evaluates code
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
     raise MarkupError(
-        f"cannot read {text!r} as {what}",
+        f"cannot read {text if len(text) <= 80 else text[:60] + ' ...'!r} as {what}",
         attribute.value_location,
         hint='write a number, a list such as [3, 4], or a quoted string such as ["N", 3]',
     )

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dsl import ir
 from dsl.errors import MarkupError
+from dsl.limits import check_limit
 from dsl.markup.document import Element
 from dsl.markup.state import IO_ATTRS, CompilerState, Context
+from dsl.safe_paths import contained
 
 __all__ = ["BlockCompiler"]
 
@@ -58,10 +60,16 @@ class BlockCompiler(CompilerState):
                     hint="a block's imports must be model imports or outputs of earlier blocks",
                 )
             self._declare_io(child, self.env[full], "import")
+        outer_copies = self.copies
+        self.copies *= max(rep, stretch)  # (nested repetitions multiply: refused before the first copy)
+        where = element.attributes.get("rep") or element.attributes.get("stretch")
+        check_limit("markup_nodes", self.copies, f"{self.copies:,} copies of this block (nested rep/stretch multiply)",
+                    where.value_location if where is not None else element.location)
         if stretch > 1:
             self._stretch(element, body, exports, inner_prefix, inner_context, stretch)
         else:
             self._repeat(body, import_names, exports, inner_prefix, inner_context, rep)
+        self.copies = outer_copies
         for child in exports:
             self._declare_io(child, self._export_value(child, inner_prefix), "export")
 
@@ -95,9 +103,11 @@ class BlockCompiler(CompilerState):
                     hint="an imported block holds only <import from=...> tags, bound in order to the file's imports",
                 )
             self._check(child, ("from",), ("from",))
-        path = (context.directory / self._string(element, "src")).resolve()
+        written = self._string(element, "src")
+        path = contained(context.root, context.directory / written, f"imported file {written!r}", src_attr.value_location)
         if not path.is_file():
-            raise MarkupError(f"imported file {str(path)!r} does not exist", src_attr.value_location)
+            raise MarkupError(f"imported file {written!r} does not exist", src_attr.value_location,
+                              hint="src is a path relative to the importing file, inside the project folder")
         if path in context.files:
             chain = " -> ".join(p.name for p in (*context.files, path))
             raise MarkupError(f"import cycle: {chain}", src_attr.value_location, hint="a file cannot import itself")
@@ -123,9 +133,13 @@ class BlockCompiler(CompilerState):
             full = inner_prefix + self._name(target, "from")
             self._define(full, outer, (id(child), prefix), child.location)
         body = [c for c in root.children if c.tag == "block"]
-        return body, imports, exports, inner_prefix, Context(path.parent, (*context.files, path))
+        return body, imports, exports, inner_prefix, Context(path.parent, (*context.files, path), context.root)
 
     def _body(self, children: list[Element], prefix: str, context: Context) -> None:
+        # (nested rep/stretch multiply: the whole compilation's tags are bounded, before each copy)
+        self.tags_built += 1 + len(children)
+        check_limit("markup_nodes", self.tags_built, "the block copies and nodes this markup builds",
+                    children[0].location if children else None)
         for child in children:
             if child.tag == "node":
                 self._node(child, prefix)

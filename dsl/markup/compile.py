@@ -49,7 +49,7 @@ class MarkupCompiler(BlockCompiler, NodeCompiler, ParamCompiler):
                     f"the installed onnx knows opsets up to {newest}, not {self.opset_version}",
                     version_attr.value_location,
                 )
-        context = Context(architecture.parent, (architecture,))
+        context = Context(architecture.parent, (architecture,), architecture.parent)
         graph_inputs: list[ir.Value] = []
         for child in root.children:
             if child.tag == "import":

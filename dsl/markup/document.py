@@ -50,27 +50,42 @@ class Element:
 
 
 class _Positions:
-    """Byte offsets -> (line, column) for one file; columns count characters, not bytes."""
+    """Byte offsets -> (line, column) for one file; columns count characters, not bytes.
+
+    Linear in the file however it is laid out: a whole model on one line asks for
+    thousands of columns of the same line, so each line's text is cut once, and a column
+    is counted on from the previous one asked for on that line (expat reports tags in
+    order) instead of from the line's start."""
 
     def __init__(self, file: str, source: bytes) -> None:
         self.file = file
         self.source = source
         self.line_starts = [0] + [m.end() for m in re.finditer(rb"\n", source)]
-        self.lines = source.decode("utf-8", errors="replace").split("\n")
+        self.lines = [line.rstrip("\r") for line in source.decode("utf-8", errors="replace").split("\n")]
+        self.last = (-1, 0, 0)  # (line index, byte offset, its column): where counting resumes
+
+    def _column(self, line_index: int, offset: int) -> int:
+        last_line, last_offset, last_column = self.last
+        if last_line == line_index and last_offset <= offset:
+            start, column = last_offset, last_column
+        else:
+            start, column = self.line_starts[line_index], 0
+        column += len(self.source[start:offset].decode("utf-8", errors="replace"))
+        self.last = (line_index, offset, column)
+        return column
 
     def location(self, offset: int, end_offset: int | None = None) -> SourceLocation:
         line_index = bisect.bisect_right(self.line_starts, offset) - 1
-        start = self.line_starts[line_index]
-        column = len(self.source[start:offset].decode("utf-8", errors="replace"))
+        column = self._column(line_index, offset)
         end_column = None
         if end_offset is not None and bisect.bisect_right(self.line_starts, end_offset) - 1 == line_index:
-            end_column = len(self.source[start:end_offset].decode("utf-8", errors="replace"))
+            end_column = column + len(self.source[offset:end_offset].decode("utf-8", errors="replace"))
         line_text = self.lines[line_index] if line_index < len(self.lines) else ""
-        return SourceLocation(self.file, line_index + 1, column, line_text.rstrip("\r"), end_column)
+        return SourceLocation(self.file, line_index + 1, column, line_text, end_column)
 
     def at_line(self, line: int, column: int) -> SourceLocation:
         line_text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return SourceLocation(self.file, line, column, line_text.rstrip("\r"))
+        return SourceLocation(self.file, line, column, line_text)
 
 
 def _attributes_of_tag(positions: _Positions, tag_offset: int, tag: str, pairs: list[str]) -> dict[str, Attribute]:

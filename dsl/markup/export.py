@@ -16,6 +16,7 @@ import numpy as np
 
 from dsl import ir
 from dsl.errors import MarkupError
+from dsl.file_writing import write_bytes
 from dsl.markup.compile import CompiledMarkup, MarkupCompiler
 from dsl.markup.project import locate_project, read_meta
 from dsl.markup.state import warn
@@ -161,7 +162,6 @@ def export(
 
     >>> export("my-project", "model.onnx", bindings={"n": 4, "layers": 6})   # doctest: +SKIP
     """
-    import onnx
 
     compiled = compile_project(
         infile,
@@ -177,7 +177,7 @@ def export(
     source = Path(infile)
     if outfile is None:
         outfile = source.with_suffix(".onnx") if source.is_file() else Path(str(source).rstrip("/\\") + ".onnx")
-    onnx.save(proto, str(outfile))
+    write_bytes(outfile, proto.SerializeToString())  # (never through a symlink planted at the path)
     if write_weights:
         directory = source.parent if source.is_file() else source
         write_weights_file(directory / NPZ_NAME, compiled.weights)

@@ -29,7 +29,8 @@ _TOKEN = re.compile(
     r"|(?P<op>\*\*|//|[-+*/%^()])"
     r")"
 )
-_MAX_EXPONENT_BITS = 4096  # an int result wider than this is surely a typo, and slow to build
+_MAX_EXPONENT_BITS = 4096  # an int result wider than this is surely a typo, and slow to build (or print)
+_MAX_NESTING = 100  # parentheses and signs nested deeper than this are no arithmetic a person wrote
 
 
 def number_of_binding(value: Any) -> Number | None:
@@ -58,6 +59,7 @@ class _Parser:
         self.location = location
         self.tokens: list[tuple[str, str, int]] = []
         self.index = 0
+        self.depth = 0
         self._tokenize()
 
     def _where(self, offset: int, width: int = 1) -> SourceLocation | None:
@@ -72,9 +74,8 @@ class _Parser:
     def _tokenize(self) -> None:
         position = 0
         text = self.text
-        while position < len(text):
-            if text[position:].strip() == "":
-                break
+        end = len(text.rstrip())  # (not a strip per token: that is quadratic in a long expression)
+        while position < end:
             match = _TOKEN.match(text, position)
             if match is None or match.end() == position or match.lastgroup is None:
                 bad = position + len(text[position:]) - len(text[position:].lstrip())
@@ -118,12 +119,21 @@ class _Parser:
 
     # unary := ("-" | "+") unary | power      (so -2 ** 2 == -(2 ** 2), as in Python)
     def unary(self) -> Number:
-        kind, value, _ = self.peek()
+        kind, value, offset = self.peek()
         if kind == "op" and value in ("-", "+"):
             self.take()
+            self.nest(offset)
             operand = self.unary()
+            self.depth -= 1
             return -operand if value == "-" else +operand
         return self.power()
+
+    def nest(self, offset: int) -> None:
+        """One level deeper into the recursive descent; bounded, so Python's stack never runs out."""
+        self.depth += 1
+        if self.depth > _MAX_NESTING:
+            raise self._fail(f"expression nested more than {_MAX_NESTING} levels deep", offset,
+                             hint="split the expression, or bind part of it to a name")
 
     # power := primary (("**" | "^") unary)?   (right-associative; 2 ** -1 == 0.5)
     def power(self) -> Number:
@@ -139,7 +149,13 @@ class _Parser:
     def primary(self) -> Number:
         kind, value, offset = self.take()
         if kind == "number":
-            return float(value) if any(c in value for c in ".eE") else int(value)
+            try:
+                number: Number = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:  # (more digits than Python converts)
+                raise self._fail(f"the number {value[:20]}... has too many digits", offset, len(value)) from None
+            if isinstance(number, float) and not math.isfinite(number):
+                raise self._fail(f"the number {value[:20]} is not finite", offset, len(value))
+            return number
         if kind == "name":
             if value == "var" and self.peek()[1] == "(":
                 self.take()
@@ -150,8 +166,10 @@ class _Parser:
                 return self.lookup(name, name_offset)
             return self.lookup(value, offset)
         if kind == "op" and value == "(":
+            self.nest(offset)
             result = self.additive()
             self.expect(")")
+            self.depth -= 1
             return result
         shown = "the end of the expression" if kind == "end" else repr(value)
         raise self._fail(f"expected a number, a name or '(' in expression, found {shown}", offset)
@@ -196,6 +214,8 @@ class _Parser:
             raise self._fail(f"division by zero in expression ({left} {op} {right})", offset, len(op)) from None
         except OverflowError:
             raise self._fail(f"{left} {op} {right} overflows a float", offset, len(op)) from None
+        if isinstance(result, int) and result.bit_length() > _MAX_EXPONENT_BITS:
+            raise self._fail(f"the result of {op} has {result.bit_length()} bits, too large for a size", offset, len(op))
         if isinstance(result, complex):
             raise self._fail(f"{left} ** {right} is not a real number", offset, len(op))
         if isinstance(result, float) and not math.isfinite(result):

@@ -11,17 +11,20 @@ an error, never reshaped or re-initialised.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from dsl import ir
+from dsl import ir, types
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.limits import check_limit
 from dsl.markup import attributes as read
 from dsl.markup.document import Element
 from dsl.markup.state import FLOAT, CompilerState
 from dsl.markup.weights import INIT_KINDS, fit_weight, initial_value
+from dsl.tensor_protos import MAX_RANK
 
 __all__ = ["ParamCompiler"]
 
@@ -39,6 +42,15 @@ class _Declaration(NamedTuple):
     frozen: bool
     dims_location: SourceLocation
     args_location: SourceLocation
+
+
+def _check_size(dims: tuple[int, ...], elem: int, location: SourceLocation) -> None:
+    """A parameter is allocated from a few characters of markup: bound it before numpy tries."""
+    if len(dims) > MAX_RANK:
+        raise MarkupError(f"a parameter has {len(dims)} dims, more than {MAX_RANK}", location,
+                          hint="a tensor has at most 64 axes")
+    size = math.prod(dims) * types.numpy_dtype(elem).itemsize
+    check_limit("tensor_bytes", size, f"a parameter of dims {list(dims)} ({size:,} bytes)", location)
 
 
 class ParamCompiler(CompilerState):
@@ -82,6 +94,7 @@ class ParamCompiler(CompilerState):
         dims_attr = element.attributes["dim"]
         dims = read.read_dims(dims_attr, self.bindings, symbolic=False)
         elem = read.read_element_type(get("type"), self.bindings, FLOAT)
+        _check_size(dims, elem, dims_attr.value_location)
         init_attr = get("init")
         init = read.read_string(init_attr, self.bindings).strip() if init_attr is not None else "xavier"
         if init not in INIT_KINDS:

@@ -16,6 +16,7 @@ from pathlib import Path
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
 from dsl.markup.document import Element, parse_document
+from dsl.safe_paths import contained
 
 __all__ = ["ProjectFiles", "locate_project", "read_meta", "ARCHITECTURE_SUFFIXES"]
 
@@ -55,6 +56,8 @@ def locate_project(infile: str | Path, index: str | None = None) -> ProjectFiles
             f"{path} holds no architecture file",
             hint="a project needs one file ending in .agr or .xml",
         )
+    for candidate in candidates:  # (a planted symlink to a file elsewhere is never parsed)
+        contained(path, candidate, f"architecture file {candidate.name!r}")
     if len(candidates) > 1:
         roots = _not_imported(candidates)
         if len(roots) == 1:
@@ -94,6 +97,7 @@ def read_meta(directory: Path) -> dict[str, str]:
     path = directory / META_NAME
     if not path.is_file():
         return {}
+    contained(directory, path, META_NAME)
     text = path.read_text(encoding="utf-8")
     try:
         meta = json.loads(text)

@@ -23,6 +23,7 @@ import numpy as np
 from dsl import ir, types
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.limits import check_limit
 from dsl.markup import attributes as read
 from dsl.markup.document import Attribute, Element, parse_document
 
@@ -74,10 +75,13 @@ class CompiledMarkup:
 
 @dataclass(slots=True, frozen=True)
 class Context:
-    """The directory ``src`` paths are relative to, and the import chain (to catch cycles)."""
+    """The directory ``src`` paths are relative to, and the import chain (to catch cycles).
+
+    ``root`` is the project folder: every imported file must lie inside it."""
 
     directory: Path
     files: tuple[Path, ...]
+    root: Path
 
 
 def describe_tag(element: Element) -> str:
@@ -126,6 +130,8 @@ class CompilerState:
         self.node_locations: dict[str, SourceLocation] = {}
         self.domains: dict[str, int] = {}
         self.opset_version = DEFAULT_OPSET
+        self.tags_built = 0  # block copies and nodes so far, bounded by the markup_nodes limit
+        self.copies = 1  # copies the enclosing rep/stretch blocks make of the block being compiled
 
     if TYPE_CHECKING:  # the rules of the sibling mixins that the others call, for mypy only
 
@@ -284,7 +290,9 @@ class CompilerState:
         attribute = element.get(name)
         if attribute is None:
             return 1
-        return read.read_int(attribute, self.bindings, name, minimum=1)
+        count = read.read_int(attribute, self.bindings, name, minimum=1)
+        check_limit("markup_nodes", count, f"{name}={count}", attribute.value_location)
+        return count
 
     def _declare_io(self, element: Element, value: ir.Value, what: str) -> None:
         self._check_declared_type(element, value)

@@ -22,7 +22,10 @@ import numpy as np
 from dsl import types
 from dsl.errors import MarkupError
 from dsl.ir import SourceLocation
+from dsl.limits import check_limit
 from dsl.markup.torch_pickle import RefusedGlobal, TorchAwareUnpickler, is_torch_zip, load_torch_zip
+from dsl.safe_paths import contained
+from dsl.tensor_protos import MAX_RANK
 from dsl.weights_file import WeightsFileError, read_weights_file
 
 __all__ = [
@@ -68,6 +71,8 @@ def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
         raise MarkupError(f"{path.name} holds a {type(loaded).__name__}, not a dict of arrays", shown)
     weights: dict[str, np.ndarray] = {}
     for key, value in loaded.items():
+        if isinstance(value, (list, tuple)):
+            _check_nested_list(value, f"{path.name}: entry {key!r}", len(raw), shown)
         array = np.asarray(value) if isinstance(value, (list, int, float, np.ndarray, np.generic)) else None
         if not isinstance(key, str) or array is None or (array.dtype.kind not in "biufc" and array.dtype.name != "bfloat16"):
             raise MarkupError(
@@ -79,10 +84,41 @@ def load_pickled_weights(path: Path) -> dict[str, np.ndarray]:
     return weights
 
 
+def _check_nested_list(value: list[Any] | tuple[Any, ...], what: str, file_size: int, shown: SourceLocation) -> None:
+    """Refuse a nested list numpy could not stack, or would stack into more than the limits
+    allow, before numpy builds it: shared pickle references let a few hundred bytes list
+    billions of numbers, and a list that contains itself would recurse forever."""
+    shapes: dict[int, tuple[int, ...]] = {}
+
+    def shape_of(item: Any, depth: int) -> tuple[int, ...]:
+        if isinstance(item, np.ndarray):
+            return item.shape
+        if not isinstance(item, (list, tuple)):
+            return ()
+        known = shapes.get(id(item))
+        if known is not None:
+            return known
+        if depth >= MAX_RANK:
+            raise MarkupError(f"{what} nests lists more than {MAX_RANK} deep (or contains itself)", shown,
+                              hint="a weight is a rectangular array of at most 64 axes")
+        inner = {shape_of(child, depth + 1) for child in item}
+        if len(inner) > 1:
+            raise MarkupError(f"{what} is a ragged list (rows of different shapes)", shown,
+                              hint="a weight is a rectangular array; re-save it with numpy")
+        found = (len(item), *next(iter(inner), ()))
+        shapes[id(item)] = found
+        return found
+
+    count = math.prod(shape_of(value, 0))
+    check_limit("inflated_bytes", count * 8 - file_size, f"{what}: a list of {count:,} numbers, which would take "
+                f"{count * 8:,} bytes from a file of {file_size:,}", shown)
+
+
 def read_weights(project: Path) -> tuple[dict[str, np.ndarray], Path | None]:
     """The project's weights (``weights.npz`` first, else ``weights.pkl``) and the file read."""
     npz_path = project / NPZ_NAME
     if npz_path.is_file():
+        contained(project, npz_path, NPZ_NAME)
         try:
             return read_weights_file(npz_path), npz_path
         except (WeightsFileError, OSError) as error:
@@ -93,6 +129,7 @@ def read_weights(project: Path) -> tuple[dict[str, np.ndarray], Path | None]:
             ) from None
     pickle_path = project / PICKLE_NAME
     if pickle_path.is_file():
+        contained(project, pickle_path, PICKLE_NAME)
         return load_pickled_weights(pickle_path), pickle_path
     return {}, None
 
