@@ -141,11 +141,11 @@ def compare_tensors(tensor_a: Any, tensor_b: Any, label: str, step: Step | None)
     elif array_a.tobytes() == array_b.tobytes():
         same = True
     else:
-        same = array_a.dtype.kind in "fc" and bool(np.array_equal(array_a, array_b, equal_nan=True))
+        same = array_a.dtype.kind in "fc" and _same_float_values(array_a, array_b)
         if not same and array_a.dtype.kind == "V":
             # ml_dtypes floats: NaNs with different payloads are still the same value.
             try:
-                same = bool(np.array_equal(array_a.astype(np.float32), array_b.astype(np.float32), equal_nan=True))
+                same = _same_float_values(array_a.astype(np.float32), array_b.astype(np.float32))
             except (TypeError, ValueError):
                 same = False
     if not same:
@@ -177,8 +177,18 @@ def compare_sparse(sparse_a: Any, sparse_b: Any, label: str, step: Step | None) 
 
 
 def same_floats(first: Any, second: Any) -> bool:
-    """Float attribute values equal as float32 (NaN equal to NaN)."""
-    return bool(np.array_equal(np.asarray(first, dtype=np.float32), np.asarray(second, dtype=np.float32), equal_nan=True))
+    """Float attribute values equal as float32 (NaN equal to NaN, -0.0 not equal to 0.0)."""
+    return _same_float_values(np.asarray(first, dtype=np.float32), np.asarray(second, dtype=np.float32))
+
+
+def _same_float_values(first: np.ndarray, second: np.ndarray) -> bool:
+    """Equal values, NaN equal to NaN whatever its payload, and the same sign of every zero
+    (``1 / -0.0`` is ``-inf``: a Constant of -0.0 computes something else than one of 0.0)."""
+    if not np.array_equal(first, second, equal_nan=True):
+        return False
+    if first.dtype.kind != "f":
+        return True
+    return bool(np.array_equal(np.signbit(first) | np.isnan(first), np.signbit(second) | np.isnan(second)))
 
 
 def _tensor_array(tensor: Any) -> np.ndarray:

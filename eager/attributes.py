@@ -25,7 +25,9 @@ __all__ = ["attribute_key", "attribute_protos"]
 def freeze(value: Any) -> Any:
     """A hashable stand-in for an attribute value that equals only equal values."""
     cls = type(value)
-    if cls in (int, float, str, bool, bytes):
+    if cls is float:  # by bits: 0.0 == -0.0 (a Constant of -0.0 must not reuse 0.0's session)
+        return (cls, value.hex())
+    if cls in (int, str, bool, bytes):
         return (cls, value)
     if cls in (list, tuple):
         return (list, tuple(freeze(v) for v in value))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 Mutation = Callable[[onnx.ModelProto, random.Random], onnx.ModelProto]
@@ -491,7 +492,7 @@ def invalid_utf8_text(model: onnx.ModelProto, rng: random.Random) -> onnx.ModelP
     damaged = onnx.ModelProto()
     try:
         damaged.ParseFromString(payload)
-    except Exception:  # (the text was also part of a length or a number: no model)
+    except DecodeError:  # (the text was also part of a length or a number: no model)
         return model
     return damaged
 

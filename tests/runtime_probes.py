@@ -17,7 +17,18 @@ import onnxruntime
 
 from dsl.onnxruntime_limits import max_ir_version
 
-__all__ = ["onnxruntime_runs"]
+__all__ = ["onnxruntime_refusals", "onnxruntime_runs"]
+
+
+def onnxruntime_refusals() -> tuple[type[BaseException], ...]:
+    """What onnxruntime raises when it cannot load or run a model on given inputs: its own
+    error classes, and the RuntimeError/ValueError/TypeError its Python binding raises for
+    inputs it cannot convert.  Anything else is a bug of the test and propagates."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NotImplemented", "RuntimeException",
+             "NoSuchFile", "NoModel", "EngineError", "EPFail", "NotFound", "ModelRequiresCompilation")
+    return (*(getattr(state, name) for name in names if hasattr(state, name)), RuntimeError, ValueError, TypeError)
 
 
 def _feed(array: np.ndarray, elem_type: int) -> Any:
@@ -45,6 +56,6 @@ def onnxruntime_runs(op_type: str, opset: int, inputs: list[np.ndarray], **attri
             session.run(None, dict(zip(names, inputs)))
         else:
             session.run_with_ort_values(["y"], {n: _feed(a, e) for n, e, a in zip(names, elem_types, inputs)})
-    except Exception:  # every refusal (load or run) answers "no": that is the probe's question
+    except onnxruntime_refusals():  # every refusal (load or run) answers "no": that is the probe's question
         return False
     return True

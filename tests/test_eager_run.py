@@ -20,6 +20,7 @@ import eager
 from dsl import FLOAT, EagerError, ModelLoadError, script
 from dsl import opset18 as op
 from dsl.errors import DslTypeError
+from tests.runtime_probes import onnxruntime_refusals
 
 F32 = np.float32
 TF = onnx.TensorProto.FLOAT
@@ -377,7 +378,7 @@ def _why_no_backend_runs(path: str) -> str:
     try:
         onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         return ""
-    except Exception as ort_error:  # the probe's question: does this onnxruntime load it at all
+    except onnxruntime_refusals() as ort_error:  # the probe's question: does this onnxruntime load it at all
         ort_message = str(ort_error).splitlines()[0][:120]
     from onnx.reference import ReferenceEvaluator
 

@@ -504,11 +504,42 @@ def test_only_dsl_errors_escape(statements: list[str]) -> None:
             depth = max(depth - 1, 1)
     body = "@script()\ndef f(x: FLOAT[4]):\n" + "\n".join(lines) + "\n"
     try:
-        namespace, _, _ = define(body)
+        namespace, filename, _ = define(body)
     except SyntaxError:
-        return
+        return  # Python itself refuses the soup: nothing reaches the compiler
+    function = namespace["f"]
     try:
-        namespace["f"].function
+        function.function
     except DslError as err:
-        assert err.location is not None or isinstance(err, DslError)
-        str(err)
+        # The error points into the soup, at a line that holds the offending source.
+        assert err.location is not None, f"{type(err).__name__} without a location: {err}"
+        assert err.location.file == filename, (err.location, err)
+        assert 1 <= err.location.line <= len(linecache.getlines(filename)), err.location
+        assert err.hint, f"{type(err).__name__} without a hint: {err}"
+        assert f"{filename}:{err.location.line}:" in str(err)
+        return
+    _check_compiled_soup(function)
+
+
+def _check_compiled_soup(function) -> None:
+    """A soup that compiles exports to a model ONNX's checker accepts, or is refused with a
+    located DslError; eagerly it computes what onnxruntime computes from that model."""
+    import onnx
+
+    try:
+        model = function.to_model_proto()
+    except DslError as err:
+        assert err.location is not None and err.hint, err
+        return
+    onnx.checker.check_model(model, full_check=True)
+    x = np.array([0.5, -1.5, 2.0, 3.0], np.float32)
+    exported = run_model(model, [x])
+    try:
+        result = function(x)
+    except DslError as err:  # eager mode may refuse what the graph does differently (bool() of a tensor)
+        assert err.hint, err
+        return
+    eager = list(result) if isinstance(result, tuple) else [result]
+    assert len(eager) == len(exported)
+    for got, want in zip(eager, exported):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)

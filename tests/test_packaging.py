@@ -145,6 +145,7 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout[-4000:]
 
 
+@pytest.mark.timeout(900)  # a cold mypy run on a loaded machine may take minutes
 def test_mypy_is_clean() -> None:
     # The packages ship py.typed, so their annotations are a promise; [tool.mypy] in
     # pyproject.toml holds the settings (and the few untyped third-party modules).

@@ -61,7 +61,8 @@ SEEDS = _seed_models()
 # ------------------------------------------------------------------ known limits
 #
 # Round trips of checker-valid models that are not exact yet.  Each predicate recognises
-# the original; the strict-xfail tests at the end pin each one.
+# the original; the strict-xfail tests at the end pin each one.  A type difference is
+# forgiven only for the very input or output the limit concerns.
 
 
 def _passes_values_through(model: onnx.ModelProto) -> bool:
@@ -133,11 +134,32 @@ def _call_attribute_of_another_kind(model: onnx.ModelProto) -> bool:
     return False
 
 
+def _passed_through_names(model: onnx.ModelProto) -> set[str]:
+    """The main-graph inputs and outputs that a pass-through (see above) concerns."""
+    outputs = [v.name for v in model.graph.output]
+    produced = {name for node in model.graph.node for name in node.output}
+    repeated = {name for name in outputs if outputs.count(name) > 1}
+    return repeated | {name for name in outputs if name not in produced}
+
+
+def _type_of_a_passed_through_value(model: onnx.ModelProto, difference: str) -> bool:
+    """A type difference of exactly an input or output that is passed through (not any type)."""
+    found = re.match(r"^graph (input|output) (\d+) \('([^']*)' vs '[^']*'\): type ", difference)
+    return found is not None and found.group(3) in _passed_through_names(model)
+
+
+def _type_of_an_unspellable_output(model: onnx.ModelProto, difference: str) -> bool:
+    """A type difference of exactly an output whose own type Python cannot spell (the
+    spellable ones go through ``io_types`` and must come back as they were)."""
+    found = re.match(r"^graph output (\d+) \(", difference)
+    if found is None or int(found.group(1)) >= len(model.graph.output):
+        return False
+    return not _spellable(model.graph.output[int(found.group(1))].type)
+
+
 # name -> (whether the original has it, the kind of difference it causes)
 KNOWN_LIMITS: dict[str, tuple[Callable[[onnx.ModelProto], bool], str]] = {
-    "output passed through": (
-        _passes_values_through, r"vs Identity|of Identity|two different values|graph (input|output) \d+ .*: type"),
-    "output type without Python spelling": (_unspellable_output_type, r"^graph output \d+ .*: type "),
+    "output passed through": (_passes_values_through, r"vs Identity|of Identity|two different values"),
     "function without the import of a domain it calls": (_function_lacks_import, r"^opset of domain .*: None vs 1$"),
     "call attribute of another kind": (_call_attribute_of_another_kind, r"attribute \w+: kind \w+ vs \w+$"),
 }
@@ -146,6 +168,10 @@ KNOWN_LIMITS: dict[str, tuple[Callable[[onnx.ModelProto], bool], str]] = {
 def _known_limit(model: onnx.ModelProto, difference: str) -> str | None:
     """The known limit that explains ``difference`` (it applies to the model, and the
     difference is of its kind), else None."""
+    if _passes_values_through(model) and _type_of_a_passed_through_value(model, difference):
+        return "output passed through"
+    if _unspellable_output_type(model) and _type_of_an_unspellable_output(model, difference):
+        return "output type without Python spelling"
     return next(
         (name for name, (applies, kind) in KNOWN_LIMITS.items() if re.search(kind, difference) and applies(model)),
         None,
@@ -158,7 +184,7 @@ def _known_limit(model: onnx.ModelProto, difference: str) -> str | None:
 def _checker_accepts(model: onnx.ModelProto) -> bool:
     try:
         onnx.checker.check_model(model)
-    except Exception:  # any complaint: the round trip need not be exact
+    except (onnx.checker.ValidationError, ValueError, TypeError, UnicodeError):  # the checker's complaints
         return False
     return True
 
@@ -231,9 +257,12 @@ def test_compare_reports_damaged_models_without_raising(pair: tuple[onnx.ModelPr
     raised ValueError on tensor data that does not fit its shape, TypeError on bytes names);
     a model the reader accepts is isomorphic to itself."""
     original, model = pair
-    for first, second in ((model, model), (model, original), (original, model)):
-        difference = first_difference(first, second)
-        assert difference is None or isinstance(difference, str)
+    forward, backward = first_difference(model, original), first_difference(original, model)
+    assert (forward is None) == (backward is None), f"not symmetric: {forward!r} vs {backward!r}"
+    if model.SerializeToString(deterministic=True) == original.SerializeToString(deterministic=True):
+        assert forward is None, forward
+    for difference in (forward, backward, first_difference(model, model)):
+        assert difference is None or (isinstance(difference, str) and difference.strip()), repr(difference)
     try:
         from_proto(model)
     except DslError:

@@ -3,7 +3,10 @@ model -> Python -> @script -> model.
 
 Each must come back isomorphic to the original; where onnxruntime runs the original to
 the stored expected outputs (``test_data_set_*``; for the light models the expected
-``*_output_0.pb`` on the runner's dummy inputs), the rebuilt model must run to them too.
+``*_output_0.pb`` on the runner's dummy inputs), the rebuilt model must run to them too
+(integers and bools exactly), or to onnxruntime's outputs of the original where those
+differ from the stored ones.  A model whose original onnxruntime cannot run is compared
+by structure only and then skipped with that reason.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from onnx import numpy_helper
 from onnx.backend.test.runner import Runner
 
 from converter.compare import first_difference
-from tests.roundtrip import assert_outputs_close, round_trip, run
+from tests.roundtrip import assert_outputs_close, output_oracle, round_trip, run
 
 pytestmark = pytest.mark.slow
 
@@ -72,15 +75,6 @@ def _data_sets(path: str, model: onnx.ModelProto) -> tuple[list[tuple[list[Any],
     return sets, 1e-3, 1e-7
 
 
-def _runs(model: onnx.ModelProto, data_sets: list[Any], rtol: float, atol: float) -> bool:
-    try:
-        for feeds, expected in data_sets:
-            assert_outputs_close(expected, run(model, feeds), rtol, atol)
-    except Exception:  # any failure: onnxruntime cannot run the original
-        return False
-    return True
-
-
 def _param(path: str) -> Any:
     key = os.path.relpath(path, DATA)
     if key in EXCLUDED:
@@ -95,6 +89,8 @@ def test_data_model_round_trips(path: str, tmp_path) -> None:
     difference = first_difference(original, rebuilt, check_metadata=True)
     assert difference is None, f"{difference}\n--- generated source (start) ---\n{source[:3000]}"
     data_sets, rtol, atol = _data_sets(path, original)
-    if _runs(original, data_sets, rtol, atol):
-        for feeds, expected in data_sets:
-            assert_outputs_close(expected, run(rebuilt, feeds), rtol, atol)
+    oracles, reason = output_oracle(original, data_sets, rtol, atol)
+    if oracles is None:
+        pytest.skip(f"structure compared, outputs not: {reason}")
+    for (feeds, _), expected in zip(data_sets, oracles):
+        assert_outputs_close(expected, run(rebuilt, feeds), rtol, atol)

@@ -1,0 +1,275 @@
+"""Mutation check of the test suite: plant one small bug at a time and see a test fail.
+
+Each mutation replaces one snippet of text, found by its content (never by line number,
+so it survives edits elsewhere in the file), in a temporary copy of the project; then
+the tests that should notice run on that copy (a fast subset, stopping at the first
+failure).  A mutation the tests do not notice *survives*: a gap in the suite.  The
+project's own files are never edited.
+
+    python bench/mutations.py              # every mutation, then the table
+    python bench/mutations.py --only E1 C2 # some of them
+    python bench/mutations.py --list       # the mutations, without running anything
+
+Outcomes: ``killed`` (a test failed), ``killed (error)`` (the tests could not even be
+collected: an import or syntax error, which no user would miss either), ``SURVIVED``,
+``target not found`` (the snippet is not in the file, or not exactly once: the code moved
+on and the mutation must be rewritten; never counted as killed).  Before the mutations,
+each test subset runs once on the unmutated copy and must pass.  The exit status is 1
+when a mutation survived or lost its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMPARE = ("tests/test_compare_attributes.py", "tests/test_compare.py")
+EAGER = ("tests/test_eager_attribute_key.py", "tests/test_eager.py", "tests/test_python_operators.py")
+COMPILER = ("tests/test_python_operators.py", "tests/test_frontend_control_flow.py", "tests/test_frontend_indexing.py",
+            "tests/test_frontend_python.py")
+TO_PYTHON = ("tests/test_to_python_literals.py", "tests/test_to_python.py")
+TO_ONNX = ("tests/test_to_onnx.py", "tests/test_python_operators.py", "tests/test_eager_attribute_key.py")
+MARKUP = ("tests/test_markup_expressions.py", "tests/test_markup_projects.py", "tests/test_markup_backends.py")
+UNPICKLER = ("tests/test_markup_projects.py", "tests/test_markup_errors.py")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    key: str
+    what: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    # ---------------------------------------------------------------- converter.compare
+    Mutation("C1", "INT/INTS/STRING attribute values ignored", "converter/compare.py",
+             "        elif value_a != value_b:\n", "        elif False:\n", COMPARE),
+    Mutation("C2", "float attributes equal within 1%", "converter/compare_values.py",
+             "    return _same_float_values(np.asarray(first, dtype=np.float32), np.asarray(second, dtype=np.float32))",
+             "    return bool(np.allclose(np.asarray(first, dtype=np.float32), np.asarray(second, dtype=np.float32), "
+             "rtol=0.01))", COMPARE),
+    Mutation("C3", "op types not compared", "converter/compare.py",
+             '            raise Different(f"{render(step)}: node {here}")', "            pass", COMPARE),
+    Mutation("C4", "tensor values not compared", "converter/compare_values.py",
+             "    elif array_a.tobytes() == array_b.tobytes():", "    elif True:", COMPARE),
+    Mutation("C5", "tensor shapes not compared", "converter/compare_values.py",
+             "    if list(tensor_a.dims) != list(tensor_b.dims):", "    if False:", COMPARE),
+    Mutation("C6", "subgraph attributes not compared", "converter/compare.py",
+             '            self._subgraph(value_a, value_b, scope_a, scope_b, f"{attr_a.name}", step)',
+             "            pass", COMPARE),
+    # (Not "graph inputs paired whatever their position": graph inputs are paired by position
+    # before the walk, so dropping the walk's own check of it changes nothing: an equivalent mutant.)
+    Mutation("C7", "node input counts not compared", "converter/compare.py",
+             "        if len(inputs_a) != len(inputs_b):", "        if False:", COMPARE),
+    Mutation("C8", "opset versions not compared", "converter/compare.py",
+             "            if first_opsets.get(domain) != second_opsets.get(domain):", "            if False:", COMPARE),
+    Mutation("C9", "-0.0 equal to 0.0", "converter/compare_values.py",
+             "    return bool(np.array_equal(np.signbit(first) | np.isnan(first), np.signbit(second) | np.isnan(second)))",
+             "    return True", COMPARE),
+    Mutation("C10", "attribute kinds not compared", "converter/compare.py",
+             "        if attr_a.type != attr_b.type:", "        if False:", COMPARE),
+    # ------------------------------------------------------------ eager cache and lowering
+    Mutation("E1", "cache key drops an array attribute's shape", "eager/attributes.py",
+             "return (np.ndarray, value.dtype.str, value.shape, ", "return (np.ndarray, value.dtype.str, ", EAGER),
+    Mutation("E2", "cache key drops an array attribute's dtype", "eager/attributes.py",
+             "return (np.ndarray, value.dtype.str, value.shape, ", "return (np.ndarray, value.shape, ", EAGER),
+    Mutation("E3", "cache key rounds float attributes", "eager/attributes.py",
+             "        return (cls, value.hex())", "        return (cls, round(value, 2))", EAGER),
+    Mutation("E4", "cache key joins 0.0 and -0.0", "eager/attributes.py",
+             "        return (cls, value.hex())", "        return (cls, value)", EAGER),
+    Mutation("E5", "cache key ignores the order of list attributes", "eager/attributes.py",
+             "        return (list, tuple(freeze(v) for v in value))",
+             "        return (list, tuple(sorted(freeze(v) for v in value)))", EAGER),
+    Mutation("E6", "cache key drops the input types", "eager/op_call.py",
+             "    key = (facts.key, attribute_key(kwargs) if kwargs else (), signature, num_outputs)",
+             "    key = (facts.key, attribute_key(kwargs) if kwargs else (), num_outputs)", EAGER),
+    Mutation("E7", "eager Scan ignores scan_output_directions", "eager/control_flow.py",
+             "        stacked = np.stack(collected[::-1] if direction else collected)",
+             "        stacked = np.stack(collected)", EAGER),
+    Mutation("E8", "eager Scan ignores scan_input_directions", "eager/control_flow.py",
+             "    inputs = [a[::-1] if d else a for a, d in zip(inputs, directions)]",
+             "    inputs = [a for a, d in zip(inputs, directions)]", EAGER),
+    Mutation("E9", "eager `1 - x` computes x - 1", "eager/tensor.py",
+             '    def __rsub__(self, other: Any) -> Any:\n        return self._binary("Sub", other, self)',
+             '    def __rsub__(self, other: Any) -> Any:\n        return self._binary("Sub", self, other)', EAGER),
+    Mutation("E10", "eager `2 / x` computes x / 2", "eager/tensor.py",
+             '    def __rtruediv__(self, other: Any) -> Any:\n        return self._binary("Div", other, self)',
+             '    def __rtruediv__(self, other: Any) -> Any:\n        return self._binary("Div", self, other)', EAGER),
+    # -------------------------------------------------------------------- the compiler
+    Mutation("L1", "range() trip count with a tensor step: wrong sign", "dsl/frontend/control_flow.py",
+             'span = self.arith("Sub", self.arith("Add", span, step_i, node), sign, node)',
+             'span = self.arith("Add", self.arith("Add", span, step_i, node), sign, node)', COMPILER),
+    Mutation("L2", "range() trip count with a negative constant step", "dsl/frontend/control_flow.py",
+             "step_i - (1 if step_i > 0 else -1)", "step_i - (1 if step_i > 0 else 0)", COMPILER),
+    Mutation("L3", "unary + lowered to Neg", "dsl/operators.py",
+             '"UAdd": OpSpelling("Identity"),', '"UAdd": OpSpelling("Neg"),', COMPILER),
+    Mutation("L4", "<= lowered to Less", "dsl/operators.py",
+             '"LtE": OpSpelling("LessOrEqual"),', '"LtE": OpSpelling("Less"),', COMPILER),
+    Mutation("L5", ">= lowered to Greater", "dsl/operators.py",
+             '"GtE": OpSpelling("GreaterOrEqual"),', '"GtE": OpSpelling("Greater"),', COMPILER),
+    Mutation("L6", "!= lowered to Equal", "dsl/operators.py",
+             '"NotEq": OpSpelling("Equal", negate=True),', '"NotEq": OpSpelling("Equal"),', COMPILER),
+    Mutation("L7", "integer % with C's sign (fmod=1)", "dsl/operators.py",
+             '    "Mod": OpSpelling("Mod"),', '    "Mod": OpSpelling("Mod", attributes=(("fmod", 1),)),', COMPILER),
+    Mutation("L8", "if: the then branch gets the else body", "dsl/frontend/control_flow.py",
+             '"then_branch": ir.Attr("then_branch", ir.AttrKind.GRAPH, then.builder.graph',
+             '"then_branch": ir.Attr("then_branch", ir.AttrKind.GRAPH, orelse.builder.graph', COMPILER),
+    Mutation("L9", "`if c: break` keeps going while c", "dsl/frontend/control_flow.py",
+             '        flag = condition if then_keeps_going else self.builder.operator("Not", [condition], location)',
+             "        flag = condition", COMPILER),
+    Mutation("L10", "x[::-1] starts at 0", "dsl/indexing.py",
+             "(0 if forward else INT64_MAX)", "(0 if forward else 0)", COMPILER),
+    # ---------------------------------------------------------------- Python back end
+    Mutation("P1", "float64 literals written with 6 digits", "converter/python_source/literals.py",
+             "    return str(dtype(value)) if dtype is not float else repr(value)",
+             '    return str(dtype(value)) if dtype is not float else f"{value:.6g}"', TO_PYTHON),
+    Mutation("P2", "Sub written back as +", "dsl/operators.py",
+             '"Add": "+", "Sub": "-",', '"Add": "+", "Sub": "+",', TO_PYTHON),
+    Mutation("P3", "float32 array literals written through float16", "converter/python_source/literals.py",
+             "        items = [float_text(float(v), scalar) for v in array.reshape(-1).tolist()]",
+             "        items = [float_text(float(np.float16(v)), scalar) for v in array.reshape(-1).tolist()]", TO_PYTHON),
+    # ------------------------------------------------------------------- ONNX back end
+    Mutation("O1", "INTS attributes written reversed", "converter/onnx_encoding.py",
+             "        proto.ints.extend(int(v) for v in value)",
+             "        proto.ints.extend(int(v) for v in reversed(value))", TO_ONNX),
+    Mutation("O2", "FLOAT attributes written through float16", "converter/onnx_encoding.py",
+             "        proto.f = float(value)", "        proto.f = float(__import__('numpy').float16(value))", TO_ONNX),
+    Mutation("O3", "named dimensions dropped from types", "converter/onnx_encoding.py",
+             "        elif isinstance(dim, str):\n            entry.dim_param = dim",
+             "        elif isinstance(dim, str):\n            pass", TO_ONNX),
+    # ------------------------------------------------------------------------- markup
+    Mutation("M1", "expr(): a - b computes b - a", "dsl/markup/expressions.py",
+             "                result = left - right", "                result = right - left", MARKUP),
+    Mutation("M2", "expr(): unary minus ignored", "dsl/markup/expressions.py",
+             '            return -operand if value == "-" else +operand', "            return operand", MARKUP),
+    Mutation("M3", "rep: one copy too few", "dsl/markup/blocks.py",
+             "        for copy in range(rep):", "        for copy in range(max(rep - 1, 1)):", MARKUP),
+    Mutation("M4", "stretch concatenates on axis 0", "dsl/markup/blocks.py",
+             'attributes={"axis": ir.Attr("axis", ir.AttrKind.INT, -1, location=element.location)}',
+             'attributes={"axis": ir.Attr("axis", ir.AttrKind.INT, 0, location=element.location)}', MARKUP),
+    # ---------------------------------------------------------------------- unpickler
+    Mutation("U1", "the unpickler resolves any global", "dsl/markup/weights.py",
+             "        if (module, name) in _ALLOWED_GLOBALS:", "        if True:", UNPICKLER),
+    Mutation("U2", "the unpickler allows builtins.eval and os.system", "dsl/markup/weights.py",
+             '    ("collections", "OrderedDict"),\n}',
+             '    ("collections", "OrderedDict"),\n    ("builtins", "eval"),\n    ("os", "system"),\n    ("posix", "system"),\n}',
+             UNPICKLER),
+]
+
+
+def _copy_tree(destination: Path) -> Path:
+    ignore = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".*_cache", ".hypothesis", "*.egg-info", "build")
+    tree = destination / "tree"
+    shutil.copytree(ROOT, tree, ignore=ignore)
+    return tree
+
+
+# Timed tests: no mutation here changes an algorithm's complexity, and the load of the
+# runs around them (the machine is shared) only makes their verdict noisy.
+DESELECTED = ("tests/test_to_onnx.py::test_to_model_proto_is_linear_and_fast",
+              "tests/test_compare.py::test_time_is_linear_in_the_number_of_nodes")
+
+
+def _run_tests(tree: Path, tests: tuple[str, ...]) -> tuple[int, str, float]:
+    present = [t for t in tests if (tree / t).exists()]
+    missing = sorted(set(tests) - set(present))
+    if missing:
+        return 4, f"test files not found: {missing}", 0.0
+    deselect = [f"--deselect={test}" for test in DESELECTED if test.split("::")[0] in present]
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout=300", *deselect,
+               *present]
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    started = time.perf_counter()
+    try:
+        result = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return 1, "the test subset ran past 900 s", time.perf_counter() - started
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))][:1]
+    return result.returncode, " ".join([*failed, lines[-1] if lines else ""]), time.perf_counter() - started
+
+
+def _apply(tree: Path, mutation: Mutation) -> str | None:
+    """Write the mutated file; the original text, or None when the target is missing or not unique."""
+    path = tree / mutation.path
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if text.count(mutation.old) != 1:
+        return None
+    path.write_text(text.replace(mutation.old, mutation.new), encoding="utf-8")
+    return text
+
+
+def _outcome(code: int) -> str:
+    if code == 0:
+        return "SURVIVED"
+    if code == 1:
+        return "killed"
+    return "killed (error)"  # 2: collection error or interrupted; 3: internal error; 4: usage
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="run these mutation keys only")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if args.only is None or m.key in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.key:4} {m.path:38} {m.what}")
+        return 0
+    rows: list[tuple[str, str, str, str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="onnxquill-mutations-") as folder:
+        tree = _copy_tree(Path(folder))
+        for tests in sorted({m.tests for m in chosen}):
+            code, last, seconds = _run_tests(tree, tests)
+            print(f"baseline {' '.join(Path(t).stem for t in tests)}: {last} ({seconds:.0f} s)", flush=True)
+            if code != 0:
+                print("the unmutated tests fail: fix them before judging mutations", file=sys.stderr)
+                return 2
+        for mutation in chosen:
+            original = _apply(tree, mutation)
+            if original is None:
+                rows.append((mutation.key, mutation.what, "target not found", "", 0.0))
+                print(f"{mutation.key}: target not found in {mutation.path}", flush=True)
+                continue
+            try:
+                code, last, seconds = _run_tests(tree, mutation.tests)
+            finally:
+                (tree / mutation.path).write_text(original, encoding="utf-8")
+            outcome = "test files missing" if code == 4 else _outcome(code)
+            rows.append((mutation.key, mutation.what, outcome, last, seconds))
+            print(f"{mutation.key}: {outcome} ({seconds:.0f} s) {last}", flush=True)
+    _print_table(rows)
+    bad = [r for r in rows if r[2] in ("SURVIVED", "target not found", "test files missing")]
+    return 1 if bad else 0
+
+
+def _print_table(rows: list[tuple[str, str, str, str, float]]) -> None:
+    print()
+    print(f"{'key':5}| {'mutation':56}| {'outcome':17}| {'s':>4}")
+    print("-" * 90)
+    for key, what, outcome, _, seconds in rows:
+        print(f"{key:5}| {what:56}| {outcome:17}| {seconds:4.0f}")
+    killed = sum(r[2].startswith("killed") for r in rows)
+    survived = sum(r[2] == "SURVIVED" for r in rows)
+    missing = sum(r[2] == "target not found" for r in rows)
+    print("-" * 90)
+    print(f"{len(rows)} mutations: {killed} killed, {survived} survived, {missing} target not found")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

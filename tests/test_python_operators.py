@@ -1,0 +1,271 @@
+"""Every Python operator, ``range`` with tensor bounds and Scan directions, against numpy
+and Python itself, both exported (onnxruntime) and eager.
+
+Eager tensors and ``@script`` read the same operator table (``dsl/operators.py``), so
+comparing eager mode with the exported model cannot catch a wrong entry there (``<=``
+lowered to ``Less`` would agree with itself); numpy and Python's own ``range`` are the
+oracles here.  Comparison operands share equal elements, so ``<`` and ``<=`` differ;
+integer and bool results are compared exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import operator
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dsl import script
+from tests.helpers import export_and_run, run_eager
+
+_counter = itertools.count()
+_HEADER = "from dsl import script, graph, FLOAT, INT64, INT32, BOOL, opset18 as op\n"
+
+
+def _define(source: str) -> Any:
+    """The one @script function in ``source`` (compiled from a file linecache knows)."""
+    filename = f"<operator-case-{next(_counter)}>"
+    text = _HEADER + textwrap.dedent(source)
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace["f"]
+
+
+def _assert_exact_or_close(got: Any, want: np.ndarray, label: str) -> None:
+    got = np.asarray(got)
+    assert got.shape == want.shape, f"{label}: shape {got.shape}, expected {want.shape}"
+    assert got.dtype == want.dtype, f"{label}: dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=label)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=label)
+
+
+def _check(function: Any, inputs: list[np.ndarray], want: np.ndarray | tuple[np.ndarray, ...]) -> None:
+    wanted = list(want) if isinstance(want, tuple) else [want]
+    for kind, got in (("exported", export_and_run(function, inputs)), ("eager", run_eager(function, inputs))):
+        assert len(got) == len(wanted), kind
+        for index, (g, w) in enumerate(zip(got, wanted)):
+            _assert_exact_or_close(g, np.asarray(w), f"{kind} output {index}")
+
+
+_FLOATS = (np.array([-2.5, -1.0, 0.0, 1.5, 3.0, 3.0], np.float32), np.array([1.5, -1.0, 2.0, 1.5, -0.5, 4.0], np.float32))
+_INTS = (np.array([-7, -1, 0, 3, 5, 5], np.int64), np.array([2, -1, 3, 3, -2, 4], np.int64))
+_BOOLS = (np.array([True, True, False, False]), np.array([True, False, True, False]))
+
+# (operator, element type, numpy oracle)
+_BINARY: list[tuple[str, str, Any]] = [
+    ("+", "FLOAT", np.add), ("-", "FLOAT", np.subtract), ("*", "FLOAT", np.multiply), ("/", "FLOAT", np.divide),
+    ("**", "FLOAT", lambda a, b: np.power(np.abs(a), b)),
+    ("%", "FLOAT", np.fmod),  # ONNX allows only fmod=1 for floats (C's fmod), as documented
+    ("+", "INT64", np.add), ("-", "INT64", np.subtract), ("*", "INT64", np.multiply),
+    ("%", "INT64", np.mod),  # the sign of the divisor, as in Python
+    ("&", "INT64", np.bitwise_and), ("|", "INT64", np.bitwise_or), ("^", "INT64", np.bitwise_xor),
+    ("&", "BOOL", np.logical_and), ("|", "BOOL", np.logical_or), ("^", "BOOL", np.logical_xor),
+]
+_COMPARE: list[tuple[str, Any]] = [
+    ("==", operator.eq), ("!=", operator.ne), ("<", operator.lt), ("<=", operator.le), (">", operator.gt), (">=", operator.ge),
+]
+
+
+def _operands(elem: str) -> tuple[np.ndarray, np.ndarray]:
+    return {"FLOAT": _FLOATS, "INT64": _INTS, "BOOL": _BOOLS}[elem]
+
+
+@pytest.mark.parametrize(("symbol", "elem", "oracle"), _BINARY, ids=[f"{s} {e}" for s, e, _ in _BINARY])
+def test_binary_operator_matches_numpy(symbol: str, elem: str, oracle: Any) -> None:
+    a, b = _operands(elem)
+    left = "op.Abs(a)" if symbol == "**" else "a"
+    function = _define(f"""
+        @script()
+        def f(a: {elem}["N"], b: {elem}["N"]):
+            return {left} {symbol} b
+    """)
+    _check(function, [a, b], oracle(a, b))
+
+
+def test_matmul_operator_matches_numpy() -> None:
+    function = _define("""
+        @script()
+        def f(a: FLOAT[2, 3], b: FLOAT[3, 2]):
+            return a @ b
+    """)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    b = np.arange(6, dtype=np.float32).reshape(3, 2) * 0.5
+    _check(function, [a, b], a @ b)
+
+
+@pytest.mark.parametrize("elem", ["FLOAT", "INT64"])
+@pytest.mark.parametrize(("symbol", "oracle"), _COMPARE, ids=[s for s, _ in _COMPARE])
+def test_comparison_operator_matches_numpy(symbol: str, oracle: Any, elem: str) -> None:
+    a, b = _operands(elem)
+    function = _define(f"""
+        @script()
+        def f(a: {elem}["N"], b: {elem}["N"]):
+            return a {symbol} b
+    """)
+    _check(function, [a, b], oracle(a, b))
+
+
+@pytest.mark.parametrize(("symbol", "oracle"), _COMPARE, ids=[s for s, _ in _COMPARE])
+def test_comparison_with_a_literal_on_either_side_matches_numpy(symbol: str, oracle: Any) -> None:
+    a, _ = _FLOATS
+    function = _define(f"""
+        @script()
+        def f(a: FLOAT["N"]):
+            return a {symbol} 3.0, 1.5 {symbol} a
+    """)
+    _check(function, [a], (oracle(a, np.float32(3.0)), oracle(np.float32(1.5), a)))
+
+
+# (operator, element type, numpy oracle)
+_UNARY: list[tuple[str, str, Any]] = [
+    ("-", "FLOAT", np.negative), ("+", "FLOAT", np.positive), ("-", "INT64", np.negative), ("+", "INT64", np.positive),
+    ("~", "INT64", np.invert), ("~", "BOOL", np.logical_not),
+]
+
+
+@pytest.mark.parametrize(("symbol", "elem", "oracle"), _UNARY, ids=[f"{s.strip()} {e}" for s, e, _ in _UNARY])
+def test_unary_operator_matches_numpy(symbol: str, elem: str, oracle: Any) -> None:
+    a, _ = _operands(elem)
+    function = _define(f"""
+        @script()
+        def f(a: {elem}["N"]):
+            return {symbol}a
+    """)
+    _check(function, [a], oracle(a))
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_not_of_a_scalar_matches_python(value: bool) -> None:
+    """``not`` cannot be overloaded: eagerly it asks the one-element tensor for its truth."""
+    function = _define("""
+        @script()
+        def f(a: BOOL):
+            return not a
+    """)
+    _check(function, [np.array(value)], np.array(not value))
+
+
+def test_reflected_operators_with_literals_match_numpy() -> None:
+    function = _define("""
+        @script()
+        def f(a: FLOAT["N"]):
+            return 1.0 - a, 2.0 / (a + 10.0), 3.0 * a, 0.5 + a, 2.0 ** a
+    """)
+    a, _ = _FLOATS
+    one = np.float32
+    _check(function, [a], (one(1) - a, one(2) / (a + one(10)), one(3) * a, one(0.5) + a, np.power(one(2), a)))
+
+
+# ------------------------------------------------------------------ range
+
+_RANGES = [
+    (0, 9, 3), (0, 10, 3), (9, 0, -3), (10, 0, -3), (5, 5, 1), (5, 5, -1), (0, -5, 1), (0, 5, -1),
+    (-5, 5, 2), (5, -5, -2), (1, 2, 5), (2, 1, -5), (-3, -9, -4), (7, 3, 1),
+]
+
+_RANGE_FORMS = {
+    "start, stop, step": "range(a, b, c)",
+    "stop": "range(b)",
+    "start, stop": "range(a, b)",
+    "tensor step only": "range(0, 9, c)",
+    "tensor start only": "range(a, 9, 2)",
+    "tensor start, negative constant step": "range(a, -2, -4)",
+}
+
+
+def _python_range(form: str, start: int, stop: int, step: int) -> range:
+    return {
+        "start, stop, step": range(start, stop, step), "stop": range(stop), "start, stop": range(start, stop),
+        "tensor step only": range(0, 9, step), "tensor start only": range(start, 9, 2),
+        "tensor start, negative constant step": range(start, -2, -4),
+    }[form]
+
+
+@pytest.mark.parametrize("form", sorted(_RANGE_FORMS))
+@pytest.mark.parametrize(("start", "stop", "step"), _RANGES, ids=[f"{a},{b},{c}" for a, b, c in _RANGES])
+def test_range_with_tensor_bounds_runs_as_python_range(form: str, start: int, stop: int, step: int) -> None:
+    function = _define(f"""
+        @script()
+        def f(a: INT64, b: INT64, c: INT64) -> tuple[INT64, INT64, INT64]:
+            total = a * 0
+            count = a * 0
+            last = a * 0 - 100
+            for i in {_RANGE_FORMS[form]}:
+                total = total + i
+                count = count + 1
+                last = i
+            return total, count, last
+    """)
+    numbers = list(_python_range(form, start, stop, step))
+    want = (np.int64(sum(numbers)), np.int64(len(numbers)), np.int64(numbers[-1] if numbers else -100))
+    _check(function, [np.array(start, np.int64), np.array(stop, np.int64), np.array(step, np.int64)], want)
+
+
+def test_range_with_constant_bounds_runs_as_python_range() -> None:
+    function = _define("""
+        @script()
+        def f(a: INT64) -> INT64:
+            total = a
+            for i in range(10, -3, -4):
+                total = total * 10 + i
+            return total
+    """)
+    want = np.int64(0)
+    for i in range(10, -3, -4):
+        want = want * 10 + i
+    _check(function, [np.array(0, np.int64)], want)
+
+
+# ------------------------------------------------------------------ Scan
+
+@pytest.mark.parametrize("input_direction", [0, 1])
+@pytest.mark.parametrize("output_direction", [0, 1])
+@pytest.mark.parametrize("output_axis", [0, 1])
+def test_scan_directions_and_axes_match_numpy(input_direction: int, output_direction: int, output_axis: int) -> None:
+    function = _define(f"""
+        @script()
+        def f(x: FLOAT[4, 3]) -> tuple[FLOAT[3], FLOAT[...]]:
+            @graph()
+            def body(state: FLOAT[3], row: FLOAT[3]):
+                total = state + row
+                return total, total * 2.0
+
+            return op.Scan(op.ReduceSum(x, [0], keepdims=0) * 0.0, x, body=body, num_scan_inputs=1,
+                           scan_input_directions=[{input_direction}], scan_output_directions=[{output_direction}],
+                           scan_output_axes=[{output_axis}])
+    """)
+    x = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5) ** 2
+    rows = x[::-1] if input_direction else x
+    partials = np.cumsum(rows, axis=0) * 2
+    if output_direction:
+        partials = partials[::-1]
+    if output_axis:
+        partials = partials.T
+    _check(function, [x], (x.sum(axis=0), np.ascontiguousarray(partials)))
+
+
+def test_scan_input_axis_matches_numpy() -> None:
+    function = _define("""
+        @script()
+        def f(x: FLOAT[3, 4]) -> tuple[FLOAT[3], FLOAT[4, 3]]:
+            @graph()
+            def body(state: FLOAT[3], column: FLOAT[3]):
+                total = state + column
+                return total, total
+
+            return op.Scan(op.ReduceSum(x, [1], keepdims=0) * 0.0, x, body=body, num_scan_inputs=1,
+                           scan_input_axes=[1], scan_input_directions=[1])
+    """)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) ** 2
+    columns = x.T[::-1]
+    _check(function, [x], (x.sum(axis=1), np.cumsum(columns, axis=0)))
+
+
+assert script  # the functions above are compiled from text, with script in their own namespace
