@@ -176,20 +176,12 @@ def _copy_tree(destination: Path) -> Path:
     return tree
 
 
-# Timed tests: no mutation here changes an algorithm's complexity, and the load of the
-# runs around them (the machine is shared) only makes their verdict noisy.
-DESELECTED = ("tests/test_to_onnx.py::test_to_model_proto_is_linear_and_fast",
-              "tests/test_compare.py::test_time_is_linear_in_the_number_of_nodes")
-
-
 def _run_tests(tree: Path, tests: tuple[str, ...]) -> tuple[int, str, float]:
     present = [t for t in tests if (tree / t).exists()]
     missing = sorted(set(tests) - set(present))
     if missing:
         return 4, f"test files not found: {missing}", 0.0
-    deselect = [f"--deselect={test}" for test in DESELECTED if test.split("::")[0] in present]
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout=300", *deselect,
-               *present]
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout=300", *present]
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     started = time.perf_counter()
     try:
