@@ -143,6 +143,8 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     env: dict[str, Any] = dict.fromkeys(session.defaults, _DEFAULT)
     _bind_inputs(session.input_names, inputs, session.declared, env)
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
+    if not session.loops_within_limit(feeds):
+        return None
     try:
         results = session.run(feeds)
     except Exception as error:  # onnxruntime's own classes: the node-by-node run names the node at fault

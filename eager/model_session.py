@@ -60,6 +60,7 @@ class ModelSession:
         "defaults",
         "initial",
         "input_names",
+        "loop_counts",
         "output_names",
         "owner",
         "produced",
@@ -78,6 +79,13 @@ class ModelSession:
         initializer_names = {t.name for t in graph.initializer}
         self.defaults = [name for name in self.input_names if name in initializer_names]
         self.output_names = [v.name for v in graph.output]
+        # Trip counts to check before each run: the fed input's name, or an initializer's value.
+        counts = loop_trip_counts(proto) or []
+        fixed = {t.name: t for t in graph.initializer if t.name in counts}
+        self.loop_counts: list[str | int] = [
+            _scalar_count(onnx.numpy_helper.to_array(fixed[name], base_dir or "")) if name in fixed else name
+            for name in counts
+        ]
         self.produced = [[name for name in node.output if name] for node in graph.node] if capture else []
         self.proto = proto if capture else None
         self.initial: dict[str, Any] | None = None
@@ -99,6 +107,15 @@ class ModelSession:
     def run(self, feeds: dict[str, Any]) -> list[Any]:
         """Every output of :attr:`run_names`, in that order."""
         return list(self._run(self.run_names, feeds))
+
+    def loops_within_limit(self, feeds: dict[str, Any]) -> bool:
+        """Whether every Loop's trip count (an input fed now, or an initializer) is within
+        eager's bound on Loop iterations; when not, the node-by-node run refuses the Loop."""
+        from dsl.limits import current_limits
+
+        limit = current_limits().loop_iterations
+        return all((count if isinstance(count, int) else _scalar_count(feeds.get(count))) <= limit
+                   for count in self.loop_counts)
 
     def initializer_values(self) -> dict[str, Any]:
         """The main graph's initializers as read-only arrays (read once, kept while cached)."""
@@ -234,15 +251,13 @@ def _why_not_one_session(proto: onnx.ModelProto) -> str:
     opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in proto.opset_import}
     if opsets.get("", 0) > max_opset():
         return f"the model's opset {opsets['']} is newer than onnxruntime's {max_opset()}"
+    if loop_trip_counts(proto) is None:
+        return "a Loop's trip count is not known before it runs, so it runs node by node, under the bound on Loop iterations"
     for node in _all_nodes(proto):
         n_inputs = len(node.input)
         while n_inputs and not node.input[n_inputs - 1]:
             n_inputs -= 1
         domain = "" if node.domain == "ai.onnx" else node.domain
-        if domain == "" and node.op_type == "Loop":
-            # onnxruntime would run any trip count; node by node, eager's bound on Loop
-            # iterations (dsl.limits) is checked before the first one.
-            return f"Loop {node.name!r} runs node by node, under the bound on Loop iterations"
         preferred = reference_reason(domain, node.op_type, list(node.attribute), n_inputs)
         if preferred:
             return f"{node.op_type} {node.name!r} runs in onnx.reference: {preferred}"
@@ -281,6 +296,39 @@ def _external_data_outside(proto: onnx.ModelProto, base_dir: str | None, handed:
         except UnsafePathError:
             return f"tensor {tensor.name!r} keeps its data outside the model's folder"
     return ""
+
+
+def loop_trip_counts(proto: onnx.ModelProto) -> list[str] | None:
+    """The names of the main-graph inputs and initializers that give the model's Loops
+    their trip counts, checked against eager's bound before a whole-model run; None when
+    a Loop's count is known only while running (computed, absent, or the Loop is inside
+    a subgraph or function), which only the node-by-node runner bounds.
+
+    onnxruntime would run any trip count, and a run cannot be interrupted.
+    """
+    known = {v.name for v in proto.graph.input} | {t.name for t in proto.graph.initializer}
+    counts: list[str] = []
+    for node in proto.graph.node:
+        if _is_loop(node):
+            count = node.input[0] if len(node.input) else ""
+            if count not in known:
+                return None
+            counts.append(count)
+    inner = sum(1 for node in _all_nodes(proto) if _is_loop(node)) - len(counts)
+    return None if inner else counts
+
+
+def _scalar_count(value: Any) -> int:
+    """A trip count's value; one that is not a single integer counts as unbounded (the
+    node-by-node runner then says what is wrong with it)."""
+    array = np.asarray(value) if value is not None else np.zeros(0)
+    if array.size != 1 or array.dtype.kind not in "iu":
+        return 2**63
+    return int(array.reshape(()))
+
+
+def _is_loop(node: Any) -> bool:
+    return bool(node.op_type == "Loop" and node.domain in ("", "ai.onnx"))
 
 
 def _all_nodes(proto: onnx.ModelProto) -> Any:

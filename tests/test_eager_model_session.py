@@ -224,3 +224,29 @@ def test_ir_model_weights_are_handed_to_onnxruntime_as_they_are() -> None:
         feeds = {"flag": np.array(flag), "x": np.ones(64, F32)}
         with_arrays = eager.run(branch_model, feeds, capture=True)
         assert_same_values(with_arrays, eager.run(branch_model, feeds, capture=True, node_by_node=True))
+
+
+def test_a_loop_whose_trip_count_is_fed_runs_in_one_session_within_the_bound() -> None:
+    import dsl
+
+    model = _control_flow_model()
+    feeds = {"M": np.array(3, np.int64), "start": np.array([0.5, -1.0], F32), "step": np.array([1.0, 2.0], F32)}
+    eager.clear_cache()
+    fast = eager.run(model, feeds)
+    assert eager.cache_info().misses == 0  # Loop and If ran inside the whole-model session
+    np.testing.assert_allclose(fast[0], eager.run(model, feeds, node_by_node=True)[0], rtol=1e-6)
+    # Over the bound, onnxruntime never gets the Loop: the node-by-node run refuses it first.
+    with dsl.raised_limits(loop_iterations=2), pytest.raises(dsl.LimitExceededError, match="Loop 'steps'"):
+        eager.run(model, feeds)
+
+
+def test_a_loop_whose_trip_count_is_computed_runs_node_by_node() -> None:
+    model = _control_flow_model()
+    computed = oh.make_node("Identity", ["M"], ["M_copy"])
+    loop = model.graph.node[1]
+    loop.input[0] = "M_copy"
+    model.graph.node.insert(1, computed)
+    feeds = {"M": np.array(3, np.int64), "start": np.array([0.5, -1.0], F32), "step": np.array([1.0, 2.0], F32)}
+    eager.clear_cache()
+    eager.run(model, feeds)
+    assert eager.cache_info().misses > 0  # node by node: its trip count is known only while running
