@@ -43,6 +43,7 @@ from dsl import ir, types
 from dsl.errors import DslTypeError, EagerError, ModelLoadError
 from dsl.limits import check_limit
 from dsl.tensor_protos import tensor_array
+from dsl.tracebacks import user_traceback
 from eager import values
 from eager.call_site import caller_location
 from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
@@ -67,6 +68,7 @@ class _Program(NamedTuple):
     input_types: dict[str, onnx.TypeProto]
 
 
+@user_traceback
 def run(
     model_or_function: Any,
     inputs: Any = (),

@@ -174,3 +174,14 @@ def test_python_operators_in_an_eager_body_run_at_the_opset_the_user_imported() 
     with pytest.raises(EagerError) as caught:
         pick(np.array([1.0, 2.0], np.float32), np.array(7))
     assert caught.value.hint is not None and "at opset ai.onnx 17;" in caught.value.hint
+
+
+def test_eager_run_error_ends_at_the_users_call(tmp_path: Path) -> None:
+    import eager
+
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"not a model")
+    with pytest.raises(DslError) as caught:
+        eager.run(path, [])
+    last = _last_frame(caught.value)  # (no frame of eager's runner after the user's call)
+    assert (last.filename, last.name) == (__file__, "test_eager_run_error_ends_at_the_users_call")
