@@ -10,6 +10,7 @@ only when one of them runs, so ``import converter`` stays cheap.
 >>> converter.assert_isomorphic(onnx.load("a.onnx"), onnx.load("b.onnx"))  # doctest: +SKIP
 >>> both = converter.merge("pre.onnx", "net.onnx", io_map=[("pixels", "data")])  # doctest: +SKIP
 >>> trunk = converter.cut("net.onnx", last_layers=-2)                       # doctest: +SKIP
+>>> module = converter.to_torch("net.onnx")                                # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _user_traceback(function: _Callable) -> _Callable:
 
 __all__ = [
     "to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "split",
-    "join", "cut",
+    "join", "cut", "to_torch", "with_weights",
 ]
 
 
@@ -337,3 +338,52 @@ def _with_inferred_types(proto: Any) -> Any:
         return onnx.shape_inference.infer_shapes(proto)
     except Exception:  # inference refuses some models (> 2 GB, unknown ops); the cut names untyped inputs
         return proto
+
+
+def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None) -> Any:
+    """A trainable ``torch.nn.Module`` (a ``torch.fx.GraphModule``) computing the model.
+
+    ``model_or_path_or_ir`` is a path, a ModelProto or an :class:`ir.Model`.  Float
+    initializers become parameters named after their ONNX names (``.`` written ``%2E``,
+    see :mod:`converter.torch_module.names`); ``outputs`` (value names) ends the module at
+    inner values.  ``module.train()`` switches BatchNormalization to batch statistics and
+    Dropout on; ``module.to_onnx()`` gives the model back with the trained weights.  Ops
+    without a torch kernel run on onnxruntime, detached.  Needs torch (the ``torch`` extra).
+
+    >>> module = converter.to_torch("model.onnx")              # doctest: +SKIP
+    >>> print(module.code)                                     # doctest: +SKIP
+    """
+    from converter.torch_module import build_module
+
+    return build_module(_ir_model(model_or_path_or_ir), outputs)
+
+
+def with_weights(model: Any, state_dict: Any) -> onnx.ModelProto:
+    """The model (a path, ModelProto or :class:`ir.Model`) with the weights of a
+    ``state_dict`` from :func:`to_torch`'s module as its initializers, by ONNX name.
+
+    >>> trained = converter.with_weights("model.onnx", torch.load("checkpoint.pt")["model"])  # doctest: +SKIP
+    """
+    from converter.to_onnx import model_to_proto
+    from converter.torch_module import proto_with_weights
+
+    return proto_with_weights(model_to_proto(_ir_model(model), infer_output_types=False), state_dict)
+
+
+def _ir_model(model: Any) -> ir.Model:
+    """A path, ModelProto or ir.Model as an ir.Model (what the torch back end reads)."""
+    import onnx
+
+    from converter.from_onnx import model_from_proto
+    from dsl import ir
+    from dsl.errors import ModelLoadError
+
+    if isinstance(model, ir.Model):
+        return model
+    if not isinstance(model, (str, os.PathLike, onnx.ModelProto)):
+        raise ModelLoadError(
+            f"to_torch and with_weights take a path, a ModelProto or an ir.Model, not {type(model).__name__}",
+            hint="for an ir.Function: ir.Model(function.graph, opset_imports=function.opset_imports)",
+        )
+    proto, source = _model_proto(model, "<model>")
+    return model_from_proto(proto, source=source)

@@ -50,5 +50,6 @@ from __future__ import annotations
 
 from dsl.markup.export import compile_project, export, to_model, to_model_proto
 from dsl.markup.state import CompiledMarkup
+from dsl.markup.trained import find_params, save_weights
 
-__all__ = ["export", "compile_project", "to_model", "to_model_proto", "CompiledMarkup"]
+__all__ = ["export", "compile_project", "to_model", "to_model_proto", "CompiledMarkup", "save_weights", "find_params"]

@@ -1,0 +1,102 @@
+"""If, Loop and Scan as torch modules whose bodies are GraphModules built like the model.
+
+A body is a ``torch.fx.GraphModule`` taking the ONNX body's inputs, then every value it
+reads from enclosing scopes (outer values and weights are passed explicitly, so the
+parameters stay on the root module under their ONNX names); it returns a tuple of the
+body's outputs.  The loops follow the ONNX rules: a Loop runs while ``i < M`` and
+``cond``, stacking its scan outputs; a Scan (opset 9 and later) slices its scan inputs
+along their axes, in their directions, and stacks the outputs likewise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["If", "Loop", "Scan"]
+
+
+def _truth(value: Any) -> bool:
+    return bool(value.reshape(()).item()) if isinstance(value, torch.Tensor) else bool(value)
+
+
+class If(torch.nn.Module):
+    """``forward(condition, *outer)``: the chosen branch run on the outer values."""
+
+    def __init__(self, then_branch: torch.nn.Module, else_branch: torch.nn.Module) -> None:
+        super().__init__()
+        self.then_branch = then_branch
+        self.else_branch = else_branch
+
+    def forward(self, condition: Any, *outer: Any) -> tuple[Any, ...]:
+        branch = self.then_branch if _truth(condition) else self.else_branch
+        return tuple(branch(*outer))
+
+
+class Loop(torch.nn.Module):
+    """``forward(trip_count, condition, *carried, *outer)`` -> ``(*carried, *scan_outputs)``."""
+
+    def __init__(self, body: torch.nn.Module, n_carried: int, scan_dtypes: list[torch.dtype]) -> None:
+        super().__init__()
+        self.body = body
+        self.n_carried = n_carried
+        self.scan_dtypes = scan_dtypes
+
+    def forward(self, trip_count: Any, condition: Any, *rest: Any) -> tuple[Any, ...]:
+        carried = list(rest[: self.n_carried])
+        outer = rest[self.n_carried:]
+        limit = None if trip_count is None else int(_scalar(trip_count))
+        keep_going = True if condition is None else _truth(condition)
+        scans: list[list[Any]] = [[] for _ in self.scan_dtypes]
+        iteration = 0
+        while (limit is None or iteration < limit) and keep_going:
+            results = self.body(torch.tensor(iteration, dtype=torch.int64), torch.tensor(keep_going), *carried, *outer)
+            keep_going = _truth(results[0])
+            carried = list(results[1: 1 + self.n_carried])
+            for collected, value in zip(scans, results[1 + self.n_carried:]):
+                collected.append(value)
+            iteration += 1
+        stacked = [torch.stack(collected) if collected else torch.zeros((0,), dtype=dtype)
+                   for collected, dtype in zip(scans, self.scan_dtypes)]
+        return (*carried, *stacked)
+
+
+def _scalar(value: Any) -> Any:
+    return value.reshape(()).item() if isinstance(value, torch.Tensor) else value
+
+
+class Scan(torch.nn.Module):
+    """``forward(*state, *scan_inputs, *outer)`` -> ``(*final_state, *scan_outputs)`` (opset >= 9)."""
+
+    def __init__(self, body: torch.nn.Module, n_state: int, n_scan_inputs: int, input_axes: list[int],
+                 input_reversed: list[bool], output_axes: list[int], output_reversed: list[bool]) -> None:
+        super().__init__()
+        self.body = body
+        self.n_state = n_state
+        self.n_scan_inputs = n_scan_inputs
+        self.input_axes = input_axes
+        self.input_reversed = input_reversed
+        self.output_axes = output_axes
+        self.output_reversed = output_reversed
+
+    def forward(self, *inputs: Any) -> tuple[Any, ...]:
+        state = list(inputs[: self.n_state])
+        scanned = inputs[self.n_state: self.n_state + self.n_scan_inputs]
+        outer = inputs[self.n_state + self.n_scan_inputs:]
+        axes = [axis % tensor.dim() for axis, tensor in zip(self.input_axes, scanned)]
+        length = scanned[0].shape[axes[0]] if scanned else 0
+        collected: list[list[Any]] = [[] for _ in self.output_axes]
+        for step in range(length):
+            slices = [tensor.select(axis, length - 1 - step if backward else step)
+                      for tensor, axis, backward in zip(scanned, axes, self.input_reversed)]
+            results = self.body(*state, *slices, *outer)
+            state = list(results[: self.n_state])
+            for found, value in zip(collected, results[self.n_state:]):
+                found.append(value)
+        outputs = []
+        for found, axis, backward in zip(collected, self.output_axes, self.output_reversed):
+            if backward:
+                found.reverse()
+            outputs.append(torch.stack(found, dim=axis % (found[0].dim() + 1)) if found else torch.zeros((0,)))
+        return (*state, *outputs)

@@ -1,0 +1,184 @@
+"""Which IR values are weights, their torch names, and writing trained values back.
+
+A weight is an initializer of any graph, or a ``Constant`` whose ``value`` tensor is
+floating point with more than one element (models exported with weights folded into
+Constants).  Floating-point weights are ``nn.Parameter``s, except frozen markup params
+(``$constant`` in the name) and BatchNormalization's running mean and variance, which
+are buffers like every other tensor.  Names come from :mod:`.names`, so two conversions
+of one model give the same ``state_dict`` keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import onnx
+import torch
+
+from converter.torch_module.graph_values import to_tensor
+from converter.torch_module.names import onnx_name, torch_name
+from dsl import ir, types
+from dsl.errors import ConversionError
+
+__all__ = ["WeightTable", "Weight", "proto_with_weights", "RESERVED"]
+
+FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+RESERVED = frozenset(dir(torch.fx.GraphModule)) | {"training", "graph", "code", "meta", "to_onnx", "onnx_names"}
+
+
+class Weight(NamedTuple):
+    """One weight: its torch name, ONNX name, data, and whether it trains."""
+
+    torch_name: str
+    onnx_name: str
+    tensor: ir.Tensor
+    is_parameter: bool
+
+
+class WeightTable:
+    """The weights and constants of one model, shared by every graph builder."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.weights: dict[ir.Value, Weight] = {}
+        self.constants: dict[ir.Value, np.ndarray] = {}
+        self.graph_inputs = set(model.graph.inputs)
+        self.uses = ir.use_counts(model.graph)
+        self.registered: dict[str, str] = {}  # torch name -> ONNX name, in registration order
+        statistics = _running_statistics(model.graph)
+        for node, _ in ir.walk(model.graph):
+            self._add_constant(node)
+        for graph in [model.graph, *(sub for node, _ in ir.walk(model.graph) for sub in ir.subgraphs(node))]:
+            for value in graph.initializers:
+                if value.initializer is not None:
+                    frozen = value in statistics or "$constant" in value.name
+                    self._add_weight(value, value.initializer, not frozen)
+
+    def _add_constant(self, node: ir.Node) -> None:
+        if node.domain not in ("", "ai.onnx") or node.op_type != "Constant" or len(node.attributes) != 1:
+            return
+        (attr,) = node.attributes.values()
+        array = _constant_array(attr)
+        if array is None or not node.outputs:
+            return
+        value = node.outputs[0]
+        self.constants[value] = array
+        if attr.name == "value" and attr.value.elem_type in FLOAT_TYPES and array.size > 1:
+            self._add_weight(value, attr.value, "$constant" not in value.name)
+
+    def _add_weight(self, value: ir.Value, tensor: ir.Tensor, trains: bool) -> None:
+        name = torch_name(value.name, RESERVED)
+        self.weights[value] = Weight(name, value.name, tensor, trains and tensor.elem_type in FLOAT_TYPES)
+        self.constants.setdefault(value, tensor.array)
+
+    def handles_constant(self, node: ir.Node) -> bool:
+        return bool(node.outputs) and node.outputs[0] in self.constants
+
+    def is_used(self, value: ir.Value) -> bool:
+        return value in self.uses
+
+    def constant(self, value: ir.Value) -> np.ndarray | None:
+        return self.constants.get(value)
+
+    def folded(self, value: ir.Value, limit: int) -> int | tuple[int, ...] | None:
+        """An integer constant of at most ``limit`` elements as a Python int (0-d) or tuple (1-d)."""
+        array = self.constants.get(value)
+        if array is None or value in self.graph_inputs or array.dtype.kind not in "iu" or array.ndim > 1:
+            return None
+        if array.size > limit:
+            return None
+        return int(array) if array.ndim == 0 else tuple(int(item) for item in array)
+
+    def register(self, value: ir.Value, root: torch.nn.Module) -> str:
+        """Put the weight on ``root`` (once) and return its attribute name."""
+        weight = self.weights[value]
+        if weight.torch_name in self.registered:
+            if self.registered[weight.torch_name] != weight.onnx_name:
+                raise ConversionError(f"two weights are named {weight.onnx_name!r}", value.location)
+            return weight.torch_name
+        tensor = to_tensor(weight.tensor.array)
+        if not isinstance(tensor, torch.Tensor):
+            # strings, 4-bit types: a plain attribute, not part of the state_dict
+            setattr(root, weight.torch_name, tensor)
+        elif weight.is_parameter:
+            root.register_parameter(weight.torch_name, torch.nn.Parameter(tensor))
+        else:
+            root.register_buffer(weight.torch_name, tensor)
+        self.registered[weight.torch_name] = weight.onnx_name
+        return weight.torch_name
+
+
+def _running_statistics(graph: ir.Graph) -> set[ir.Value]:
+    found: set[ir.Value] = set()
+    for node, _ in ir.walk(graph):
+        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
+            found.update(value for value in node.inputs[3:5] if value is not None)
+    return found
+
+
+def _constant_array(attr: ir.Attr) -> np.ndarray | None:
+    if attr.ref_attr_name is not None:
+        return None
+    if attr.kind == ir.AttrKind.TENSOR:
+        return np.asarray(attr.value.array)
+    simple = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+              "value_ints": np.int64}
+    if attr.name in simple:
+        return np.asarray(attr.value, dtype=simple[attr.name])
+    if attr.name in ("value_string", "value_strings"):
+        return np.asarray(attr.value, dtype=object)
+    return None
+
+
+def proto_with_weights(proto: onnx.ModelProto, state: Mapping[str, Any]) -> onnx.ModelProto:
+    """``proto`` with the initializers and weight Constants named in ``state`` (torch
+    names -> tensors or arrays) replaced by those values, each in its original type."""
+    from eager.values import torch_to_numpy
+
+    arrays = {onnx_name(key.removeprefix("module.")): value for key, value in state.items()}
+    replaced: set[str] = set()
+    for graph in _graphs(proto.graph):
+        for initializer in graph.initializer:
+            if initializer.name in arrays:
+                _replace(initializer, arrays[initializer.name], torch_to_numpy)
+                replaced.add(initializer.name)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output[0] in arrays:
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        _replace(attribute.t, arrays[node.output[0]], torch_to_numpy)
+                        replaced.add(node.output[0])
+    unknown = sorted(set(arrays) - replaced)
+    if unknown:
+        raise ConversionError(
+            f"the model has no weight named {', '.join(map(repr, unknown[:5]))}",
+            hint="pass the state_dict of a module converted from this same model",
+        )
+    return proto
+
+
+def _replace(tensor: onnx.TensorProto, value: Any, torch_to_numpy: Any) -> None:
+    array = torch_to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
+    expected = types.numpy_dtype(tensor.data_type)
+    if tuple(array.shape) != tuple(tensor.dims):
+        raise ConversionError(
+            f"weight {tensor.name or '(Constant)'!r} has shape {list(tensor.dims)}, the state_dict gives "
+            f"{list(array.shape)}",
+            hint="pass the state_dict of a module converted from this same model",
+        )
+    name = tensor.name
+    tensor.CopyFrom(onnx.numpy_helper.from_array(np.array(array, dtype=expected, order="C"), name))
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    found = [graph]
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                found += _graphs(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    found += _graphs(sub)
+    return found
