@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import converter
-from tests.roundtrip import run
-from tests.test_backend_node_eager import RANDOM_CASES, _is_tensor_io, all_cases
+from tests.roundtrip import output_oracle
+from tests.test_backend_node_eager import RANDOM_CASES, _is_tensor_io, all_cases, to_array
 
 torch = pytest.importorskip("torch", reason="the torch back end needs the optional torch extra")
 
@@ -35,10 +35,8 @@ def _cases() -> list[Any]:
 
 
 def _arrays(case: Any) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
-    sets = []
-    for inputs, outputs in case.data_sets or []:
-        sets.append((list(inputs), list(outputs)))
-    return sets
+    # (cases hold some values as TensorProtos: the types numpy lacks, read with ml_dtypes)
+    return [([to_array(v) for v in inputs], [to_array(v) for v in outputs]) for inputs, outputs in case.data_sets or []]
 
 
 def _close(expected: list[np.ndarray], got: list[Any], rtol: float, atol: float) -> None:
@@ -56,18 +54,10 @@ def _close(expected: list[np.ndarray], got: list[Any], rtol: float, atol: float)
             np.testing.assert_allclose(have.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
 
 
-def _onnxruntime_reproduces(case: Any) -> bool:
-    try:
-        for inputs, outputs in _arrays(case):
-            _close(outputs, run(case.model, inputs), case.rtol, case.atol)
-    except Exception:  # any failure: onnxruntime cannot run the case to its outputs
-        return False
-    return True
-
-
 def _to_torch(value: np.ndarray) -> Any:
     from eager.values import numpy_to_torch
 
+    value = np.asarray(value)  # (cases hold some 0-d inputs as numpy scalars)
     return numpy_to_torch(value if value.flags.c_contiguous else value.copy(order="C"))
 
 
@@ -92,8 +82,27 @@ def test_node_case_through_the_module(case: Any) -> None:
         pytest.skip("the expected output is one draw of a random generator")
     if not _arrays(case):
         pytest.skip("the case has no data set")
-    if not _onnxruntime_reproduces(case):
-        pytest.skip("onnxruntime itself does not reproduce the expected outputs")
+    # Two oracles: the case's expected outputs (the ONNX spec), and onnxruntime's outputs
+    # where its kernel differs from them (eval() reproduces either); a case onnxruntime
+    # cannot run is a skip that says so.
+    oracles, reason = output_oracle(case.model, _arrays(case), case.rtol, case.atol)
+    if oracles is None:
+        pytest.skip(reason)
     module = converter.to_torch(case.model).eval()
-    for inputs, outputs in _arrays(case):
-        _close(outputs, _module_outputs(module, inputs), case.rtol, case.atol)
+    transform = any(node.op_type in ("DFT", "STFT") for node in case.model.graph.node)
+    for (inputs, expected), from_onnxruntime in zip(_arrays(case), oracles):
+        got = _module_outputs(module, inputs)
+        atol = case.atol
+        if transform:  # a Fourier transform spreads rounding over every output: absolute error
+            atol = max(atol, 4 * float(np.finfo(np.float32).eps) * max(float(np.abs(e).max()) for e in expected))
+        if from_onnxruntime is not expected and not _agrees(expected, got, case.rtol, atol):
+            expected = from_onnxruntime
+        _close(expected, got, case.rtol, atol)
+
+
+def _agrees(expected: list[np.ndarray], got: list[Any], rtol: float, atol: float) -> bool:
+    try:
+        _close(expected, got, rtol, atol)
+    except AssertionError:
+        return False
+    return True
