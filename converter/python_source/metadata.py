@@ -1,8 +1,9 @@
 """The main graph's metadata in the generated module: entries of ``model_options``.
 
 What a function body cannot say (see :mod:`converter.recorded_metadata`, which puts it
-back): the IR version (``min_ir_version``: kept where onnxruntime loads it and the
-compiled content needs no newer one), the graph's ``metadata_props``, each
+back): the IR version (``min_ir_version``: the model's own, which the export lowers to
+the newest the installed onnxruntime loads, and raises where the compiled content needs
+a newer one; so the source does not depend on the onnxruntime release that wrote it), the graph's ``metadata_props``, each
 node's ``metadata_props`` under the Python name of its first output, and the types of
 ``value_info`` under the Python names of their values.  They go at the end of the
 module, after the code, so the code reads first.
@@ -19,10 +20,8 @@ __all__ = ["metadata_items"]
 
 def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, str]]:
     """``(key, Python text of the value)`` for each metadata entry the model has."""
-    from dsl.onnxruntime_limits import max_ir_version
-
     items: list[tuple[str, str]] = []
-    if model.ir_version and model.ir_version <= max_ir_version():
+    if model.ir_version:
         items.append(("min_ir_version", repr(model.ir_version)))
     graph = model.graph
     if graph.metadata_props:
