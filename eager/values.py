@@ -94,7 +94,8 @@ def numpy_to_torch(array: np.ndarray) -> Any:
         torch_name, int_name = _TORCH_BY_NUMPY_NAME[name]
         if not hasattr(torch, torch_name):
             return array
-        as_int = np.ascontiguousarray(array).view(np.dtype(int_name))
+        # (np.ascontiguousarray makes a 0-d array 1-d: the shape is put back)
+        as_int = np.ascontiguousarray(array).reshape(array.shape).view(np.dtype(int_name))
         return torch.from_numpy(as_int).view(getattr(torch, torch_name))
     return array  # 2/4/6-bit types: torch has no such dtype
 

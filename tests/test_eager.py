@@ -235,6 +235,22 @@ def test_torch_input_is_not_copied() -> None:
 
 
 @needs_torch
+@pytest.mark.parametrize("shape", [(), (1,), (2, 1), (0, 3)])
+def test_reinterpreted_dtypes_keep_their_shape_in_torch(shape: tuple[int, ...]) -> None:
+    # bfloat16/float8 go to torch through an integer view: a 0-d array must stay 0-d.
+    import ml_dtypes
+
+    from eager.values import numpy_to_torch, torch_to_numpy
+
+    for dtype, torch_dtype in ((ml_dtypes.bfloat16, torch.bfloat16), (ml_dtypes.float8_e4m3fn, torch.float8_e4m3fn)):
+        array = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(dtype)
+        tensor = numpy_to_torch(array)
+        assert tuple(tensor.shape) == shape and tensor.dtype == torch_dtype
+        np.testing.assert_array_equal(tensor.float().numpy(), array.astype(np.float32))
+        assert torch_to_numpy(tensor).shape == shape
+
+
+@needs_torch
 def test_torch_through_a_script() -> None:
     @script()
     def shifted(x: FLOAT[...]) -> FLOAT[...]:

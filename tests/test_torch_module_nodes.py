@@ -86,6 +86,10 @@ def test_node_case_through_the_module(case: Any) -> None:
     # where its kernel differs from them (eval() reproduces either); a case onnxruntime
     # cannot run is a skip that says so.
     oracles, reason = output_oracle(case.model, _arrays(case), case.rtol, case.atol)
+    if oracles is None and "No corresponding Numpy type" in reason:
+        # onnxruntime ran the case; its numpy bridge cannot hand over a bfloat16/float8
+        # output: the expected outputs (the spec) are the one oracle left.
+        oracles = [expected for _, expected in _arrays(case)]
     if oracles is None:
         pytest.skip(reason)
     module = converter.to_torch(case.model).eval()

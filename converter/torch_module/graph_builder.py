@@ -129,7 +129,7 @@ class GraphBuilder:
             result, as_tuple = form(self, node, opsets)
         else:
             kernel = lookup(domain, node.op_type, version) if node.callee is None else None
-            if kernel is not None and node_forms.kernel_can_take(node) and not node_forms.reads_strings(node):
+            if kernel is not None and node_forms.kernel_can_take(node) and not node_forms.uses_types_torch_lacks(node):
                 result = self.call_kernel(kernel, node)
                 as_tuple = node_forms.returns_tuple(domain, node.op_type)
             else:

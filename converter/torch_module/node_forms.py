@@ -23,7 +23,7 @@ from dsl.errors import ConversionError
 if TYPE_CHECKING:
     from converter.torch_module.graph_builder import GraphBuilder
 
-__all__ = ["special_form", "kernel_can_take", "reads_strings", "returns_tuple"]
+__all__ = ["special_form", "kernel_can_take", "uses_types_torch_lacks", "returns_tuple"]
 
 Form = Callable[["GraphBuilder", ir.Node, dict[str, int]], tuple[Any, bool]]
 _KERNEL_KINDS = frozenset({ir.AttrKind.FLOAT, ir.AttrKind.INT, ir.AttrKind.STRING, ir.AttrKind.TENSOR,
@@ -35,12 +35,31 @@ def kernel_can_take(node: ir.Node) -> bool:
     return all(attr.kind in _KERNEL_KINDS and attr.ref_attr_name is None for attr in node.attributes.values())
 
 
-def reads_strings(node: ir.Node) -> bool:
-    """torch has no string tensors: a node reading strings runs eagerly."""
-    return any(
-        isinstance(value.type, ir.TensorType) and value.type.elem_type == types.STRING.enum
-        for value in node.inputs if value is not None
-    )
+def uses_types_torch_lacks(node: ir.Node) -> bool:
+    """torch has no string, 4-bit, 2-bit or float8e8m0 tensors: a node reading or making
+    one (Cast's ``to`` counts) runs eagerly."""
+    elem_types = [value.type.elem_type for value in [*node.inputs, *node.outputs]
+                  if value is not None and isinstance(value.type, ir.TensorType)]
+    target = node.attributes.get("to")
+    if target is not None and target.kind == ir.AttrKind.INT and isinstance(target.value, int):
+        elem_types.append(target.value)
+    return any(elem_type not in _TORCH_ELEMENT_TYPES for elem_type in elem_types)
+
+
+def _torch_element_types() -> frozenset[int]:
+    from converter.torch_module.kernels.arguments import torch_dtype
+
+    found = set()
+    for elem_type in onnx.TensorProto.DataType.values():
+        try:
+            torch_dtype(elem_type)
+        except ValueError:  # (the type torch has no dtype for)
+            continue
+        found.add(int(elem_type))
+    return frozenset(found)
+
+
+_TORCH_ELEMENT_TYPES = _torch_element_types()
 
 
 @functools.cache
