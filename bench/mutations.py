@@ -39,7 +39,7 @@ COMPILER = ("tests/test_python_operators.py", "tests/test_frontend_control_flow.
 TO_PYTHON = ("tests/test_to_python_literals.py", "tests/test_to_python.py")
 TO_ONNX = ("tests/test_to_onnx.py", "tests/test_python_operators.py", "tests/test_eager_attribute_key.py")
 MARKUP = ("tests/test_markup_expressions.py", "tests/test_markup_projects.py", "tests/test_markup_backends.py")
-UNPICKLER = ("tests/test_markup_projects.py", "tests/test_markup_errors.py")
+UNPICKLER = ("tests/test_markup_projects.py", "tests/test_markup_errors.py", "tests/test_markup_agrippa_compat.py")
 
 
 @dataclass(frozen=True)
@@ -160,11 +160,12 @@ MUTATIONS = [
              'attributes={"axis": ir.Attr("axis", ir.AttrKind.INT, -1, location=element.location)}',
              'attributes={"axis": ir.Attr("axis", ir.AttrKind.INT, 0, location=element.location)}', MARKUP),
     # ---------------------------------------------------------------------- unpickler
-    Mutation("U1", "the unpickler resolves any global", "dsl/markup/weights.py",
-             "        if (module, name) in _ALLOWED_GLOBALS:", "        if True:", UNPICKLER),
-    Mutation("U2", "the unpickler allows builtins.eval and os.system", "dsl/markup/weights.py",
-             '    ("collections", "OrderedDict"),\n}',
-             '    ("collections", "OrderedDict"),\n    ("builtins", "eval"),\n    ("os", "system"),\n    ("posix", "system"),\n}',
+    Mutation("U1", "the unpickler resolves any global", "dsl/markup/torch_pickle.py",
+             "        if (module, name) in _NUMPY_GLOBALS:", "        if True:", UNPICKLER),
+    Mutation("U2", "the unpickler allows builtins.eval and os.system", "dsl/markup/torch_pickle.py",
+             '    ("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict"),\n}',
+             '    ("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict"),\n'
+             '    ("builtins", "eval"), ("os", "system"), ("posix", "system"),\n}',
              UNPICKLER),
 ]
 
