@@ -188,6 +188,10 @@ class _Comparison:
             comparison.defaults = self.defaults
             comparison.function(first_functions[key], second_functions[key], f"function {key[0]}::{key[1]}")
             comparison.drain()
+            if check_metadata:
+                from converter.compare_metadata import compare_scope_metadata
+
+                compare_scope_metadata(comparison)
 
     def _opsets(self, first: Any, second: Any) -> None:
         used = _used_domains(first) | _used_domains(second)

@@ -5,7 +5,7 @@ Besides the model's own doc string, producer name and ``metadata_props`` (compar
 higher, since its content may need a newer one, but not lower unless the first's is
 one the installed onnxruntime refuses: a round trip keeps what runs), each graph's
 ``metadata_props``, each node's ``metadata_props`` (an exporter's stack traces and
-module names) and the types of ``value_info``.  Nodes and values are compared through
+module names), in function bodies too, and the types of ``value_info``.  Nodes and values are compared through
 the pairing the structural comparison found, so names may still differ.
 """
 
@@ -17,7 +17,7 @@ import onnx
 
 from converter.compare_values import Different, compare_types
 
-__all__ = ["compare_metadata"]
+__all__ = ["compare_metadata", "compare_scope_metadata"]
 
 
 def compare_metadata(first: onnx.ModelProto, second: onnx.ModelProto, comparison: Any) -> None:
@@ -27,6 +27,12 @@ def compare_metadata(first: onnx.ModelProto, second: onnx.ModelProto, comparison
 
     if second.ir_version < min(first.ir_version, max_ir_version()):
         raise Different(f"ir_version: {first.ir_version} vs {second.ir_version}")
+    compare_scope_metadata(comparison)
+
+
+def compare_scope_metadata(comparison: Any) -> None:
+    """The metadata of the graphs and nodes a finished structural comparison paired (of a
+    main graph and its subgraphs, or of a function body and its subgraphs)."""
     scopes = {id(one): one for pair in comparison.scopes for one in pair}
     for scope_a, scope_b in comparison.scopes:
         if isinstance(scope_a.graph, onnx.GraphProto):

@@ -11,6 +11,8 @@ longer defines is skipped: the metadata described code that is gone.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import onnx
@@ -19,14 +21,13 @@ from converter.onnx_encoding import IR_METADATA_PROPS, Export, fill_type
 from dsl import ir, types
 from dsl.errors import ConversionError
 
-__all__ = ["apply_recorded_metadata"]
+__all__ = ["apply_recorded_metadata", "node_metadata_attached", "main_node_key"]
 
 
 def apply_recorded_metadata(
     model: onnx.ModelProto,
     export: Export,
     *,
-    node_metadata: dict[str, dict[str, str]] | None = None,
     value_info: dict[str, Any] | None = None,
     graph_metadata_props: dict[str, str] | None = None,
 ) -> None:
@@ -40,16 +41,6 @@ def apply_recorded_metadata(
         export.need(IR_METADATA_PROPS)
         for key, text in graph_metadata_props.items():
             graph.metadata_props.add(key=key, value=text)
-    if node_metadata:
-        producers = {node.output[0]: node for node in graph.node if node.output and node.output[0]}
-        for name, props in node_metadata.items():
-            node = producers.get(name)
-            if node is None:
-                continue
-            export.need(IR_METADATA_PROPS)
-            del node.metadata_props[:]
-            for key, text in props.items():
-                node.metadata_props.add(key=key, value=text)
     if value_info:
         interface = {v.name for v in (*graph.input, *graph.output)}
         known = {name for node in graph.node for name in node.output} - interface
@@ -58,6 +49,77 @@ def apply_recorded_metadata(
             if name not in known or name in listed:
                 continue
             fill_type(graph.value_info.add(name=name).type, _ir_type(annotation, name), export)
+
+
+@contextlib.contextmanager
+def node_metadata_attached(graph: ir.Graph, functions: list[ir.Function],
+                           node_metadata: dict[str, dict[str, str]] | None) -> Iterator[None]:
+    """The recorded node metadata set on the IR nodes it names while the model is written,
+    and taken off again afterwards (the function's IR is the user's, and kept).
+
+    A main-graph node is named as :func:`main_node_key` says, a node of an If/Loop/Scan body by the path of the node holding
+    the body, the attribute, and its op and occurrence among the body's nodes of that op
+    (``'y/then_branch/Relu#0'``), a node of a function body likewise below ``'<name>()'``.
+    A name the (edited) source no longer defines is skipped.
+    """
+    if not node_metadata:
+        yield
+        return
+    keyed: dict[str, ir.Node] = {}
+    seen: dict[str, int] = {}
+    for main_node in graph.nodes:
+        key = main_node_key(main_node, seen)
+        if key is not None:
+            _key_node(main_node, key, keyed)
+    for function in functions:
+        _key_scope(function.graph, f"{function.name}()", keyed)
+    previous: list[tuple[ir.Node, dict[str, str] | None]] = []
+    for key, props in node_metadata.items():
+        found = keyed.get(key)
+        if found is not None:
+            previous.append((found, found.metadata_props))
+            found.metadata_props = dict(props)
+    try:
+        yield
+    finally:
+        for changed, earlier in reversed(previous):
+            changed.metadata_props = earlier
+
+
+def main_node_key(node: ir.Node, seen: dict[str, int]) -> str | None:
+    """The key a main-graph node's metadata is recorded under: its first output's name,
+    except for If, Loop and Scan (Python writes their outputs under the names of the body
+    values that compute them, and the compiler renames one of the two): their op and
+    occurrence, ``'If#0'``.  ``seen`` counts the occurrences met so far, in node order.
+
+    >>> main_node_key(relu_node, {})            # doctest: +SKIP
+    'h'
+    """
+    if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop", "Scan"):
+        occurrence = seen.get(node.op_type, 0)
+        seen[node.op_type] = occurrence + 1
+        return f"{node.op_type}#{occurrence}"
+    if node.outputs and node.outputs[0].name:
+        return node.outputs[0].name
+    return None
+
+
+def _key_node(node: ir.Node, key: str, keyed: dict[str, ir.Node]) -> None:
+    keyed[key] = node
+    for attr in node.attributes.values():
+        if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+            _key_scope(attr.value, f"{key}/{attr.name}", keyed)
+        elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+            for index, body in enumerate(attr.value):
+                _key_scope(body, f"{key}/{attr.name}[{index}]", keyed)
+
+
+def _key_scope(graph: ir.Graph, scope: str, keyed: dict[str, ir.Node]) -> None:
+    seen: dict[str, int] = {}
+    for node in graph.nodes:
+        occurrence = seen.get(node.op_type, 0)
+        seen[node.op_type] = occurrence + 1
+        _key_node(node, f"{scope}/{node.op_type}#{occurrence}", keyed)
 
 
 def _ir_type(annotation: Any, name: str) -> ir.IRType:

@@ -12,6 +12,7 @@ only when the IR lacks one).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 from typing import TYPE_CHECKING, Any
@@ -335,23 +336,23 @@ def model_to_proto(
 
     model = onnx.ModelProto()
     context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
-    fill_graph(model.graph, source.graph, context)
-    _add_unread_initializers(model.graph, initializers or [], context)
-    model.graph.name = source.name
-    _apply_overrides(model.graph, source.graph, overrides, export)
-    for callee in source.functions:
-        _fill_function(model.functions.add(), callee, export, function_names)
+    with _recorded_node_metadata(source, node_metadata):
+        fill_graph(model.graph, source.graph, context)
+        _add_unread_initializers(model.graph, initializers or [], context)
+        model.graph.name = source.name
+        _apply_overrides(model.graph, source.graph, overrides, export)
+        for callee in source.functions:
+            _fill_function(model.functions.add(), callee, export, function_names)
     if source.functions:
         export.need(_IR_MODEL_FUNCTIONS)
         _reconcile_opsets(imports, model.graph, model.functions, source.location)
     imports.update(_normal_imports(opset_imports or {}))
     for domain, version in sorted(imports.items()):
         model.opset_import.add(domain=domain, version=version)
-    if node_metadata or value_info or graph_metadata_props:
+    if value_info or graph_metadata_props:
         from converter.recorded_metadata import apply_recorded_metadata
 
-        apply_recorded_metadata(model, export, node_metadata=node_metadata, value_info=value_info,
-                                graph_metadata_props=graph_metadata_props)
+        apply_recorded_metadata(model, export, value_info=value_info, graph_metadata_props=graph_metadata_props)
     if min_ir_version is not None:
         from dsl.onnxruntime_limits import max_ir_version
 
@@ -361,6 +362,14 @@ def model_to_proto(
     if infer_output_types:
         _infer_missing_output_types(model, source.graph, overrides)
     return model
+
+
+def _recorded_node_metadata(source: _ModelSource, node_metadata: dict[str, dict[str, str]] | None) -> Any:
+    if not node_metadata:
+        return contextlib.nullcontext()
+    from converter.recorded_metadata import node_metadata_attached
+
+    return node_metadata_attached(source.graph, source.functions, node_metadata)
 
 
 def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[str, str]]) -> dict[str, int]:

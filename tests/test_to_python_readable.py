@@ -215,3 +215,73 @@ def test_cut_and_merge_keep_node_metadata() -> None:
     both = converter.merge(model, _annotated_model(), io_map=[("y", "x")])
     kept = [p.value for n in both.graph.node for p in n.metadata_props]
     assert kept.count(stack_trace) == 2 and len(kept) == 4
+
+
+def _tag(node: onnx.NodeProto, where: str) -> onnx.NodeProto:
+    node.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"File model.py, in {where}")
+    return node
+
+
+def _control_flow_and_function_model() -> onnx.ModelProto:
+    """Metadata on nodes of an If's branches, a Loop body and a local function's body."""
+    then = oh.make_graph([_tag(oh.make_node("Relu", ["x"], ["t0"]), "then relu"),
+                          _tag(oh.make_node("Sqrt", ["t0"], ["t"]), "then sqrt")],
+                         "then", [], [oh.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    other = oh.make_graph([_tag(oh.make_node("Neg", ["x"], ["e"]), "else neg")],
+                          "else", [], [oh.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    body = oh.make_graph(
+        [_tag(oh.make_node("Add", ["acc", "x"], ["acc_out"]), "loop add"), oh.make_node("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [oh.make_tensor_value_info("i", TensorProto.INT64, []), oh.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         oh.make_tensor_value_info("acc", TensorProto.FLOAT, [2])],
+        [oh.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         oh.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2])],
+    )
+    function = oh.make_function(
+        "local", "scaled", ["a"], ["b"],
+        [_tag(oh.make_node("Mul", ["a", "a"], ["m"]), "function mul"), _tag(oh.make_node("Tanh", ["m"], ["b"]), "function tanh")],
+        [oh.make_opsetid("", 18)],
+    )
+    graph = oh.make_graph(
+        [_tag(oh.make_node("ReduceSum", ["x"], ["s"], keepdims=0), "sum"), oh.make_node("Greater", ["s", "z"], ["c"]),
+         _tag(oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other), "if"),
+         _tag(oh.make_node("Loop", ["n", "", "y"], ["looped"], body=body), "loop"),
+         _tag(oh.make_node("scaled", ["looped"], ["out"], domain="local"), "call")],
+        "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [oh.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+        [onnx.numpy_helper.from_array(np.array(0, np.float32), "z"), onnx.numpy_helper.from_array(np.array(3), "n")],
+    )
+    model = oh.make_model(graph, functions=[function], producer_name="exporter",
+                          opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_metadata_of_subgraph_and_function_nodes_survives_the_round_trip(tmp_path) -> None:
+    original = _control_flow_and_function_model()
+    source, rebuilt = round_trip(original, str(tmp_path))
+    assert first_difference(original, rebuilt, check_metadata=True) is None, source
+    traces = sorted(p.value for graph_nodes in _every_node_list(rebuilt) for p in graph_nodes.metadata_props)
+    assert traces == sorted(p.value for node in _every_node_list(original) for p in node.metadata_props)
+    x = np.array([0.5, -2.0], np.float32)
+    np.testing.assert_allclose(run(rebuilt, [x])[0], run(original, [x])[0], rtol=1e-6)
+    # Losing one of them is seen: the comparison reaches into bodies and functions.
+    branch = onnx.ModelProto()
+    branch.CopyFrom(rebuilt)
+    del branch.graph.node[2].attribute[0].g.node[1].metadata_props[:]
+    assert "metadata_props of the Sqrt node" in str(first_difference(original, branch, check_metadata=True))
+    del rebuilt.functions[0].node[1].metadata_props[:]
+    assert "metadata_props of the Tanh node" in str(first_difference(original, rebuilt, check_metadata=True))
+
+
+def _every_node_list(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    found: list[onnx.NodeProto] = []
+    pending = [list(model.graph.node), *(list(f.node) for f in model.functions)]
+    while pending:
+        for node in pending.pop():
+            found.append(node)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    pending.append(list(attribute.g.node))
+    return found

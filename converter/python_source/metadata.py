@@ -4,7 +4,8 @@ What a function body cannot say (see :mod:`converter.recorded_metadata`, which p
 back): the IR version (``min_ir_version``: the model's own, which the export lowers to
 the newest the installed onnxruntime loads, and raises where the compiled content needs
 a newer one; so the source does not depend on the onnxruntime release that wrote it), the graph's ``metadata_props``, each
-node's ``metadata_props`` under the Python name of its first output, and the types of
+node's ``metadata_props`` (a main-graph node under the Python name of its first output, a
+node of a subgraph or function by its path: ``'y/then_branch/Relu#0'``, ``'block()/MatMul#1'``), and the types of
 ``value_info`` under the Python names of their values.  They go at the end of the
 module, after the code, so the code reads first.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from converter.python_source.generated_module import GeneratedModule
 from converter.python_source.literals import type_text, utf8
+from converter.recorded_metadata import main_node_key
 from dsl import ir
 
 __all__ = ["metadata_items"]
@@ -27,9 +29,21 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     if graph.metadata_props:
         items.append(("graph_metadata_props", repr(utf8(dict(graph.metadata_props), "graph metadata_props"))))
     names = module.main_value_names
-    nodes = [_node_entry(node, names) for node in graph.nodes if node.metadata_props]
-    if any(nodes):
-        lines = "".join(entry for entry in nodes if entry)
+    recorded: dict[str, dict[str, str]] = {}
+    seen: dict[str, int] = {}
+    for node in graph.nodes:
+        key = main_node_key(node, seen)
+        if key is not None and not key.partition("#")[2]:  # a node named by its output: its Python name
+            first = node.outputs[0]
+            key = names.get(first) if first.name else None
+        if key is not None:
+            _record(node, key, recorded)
+    for function in model.functions:
+        python_name = module.function_names.get(id(function))
+        if python_name is not None:
+            _record_scope(function.graph, f"{python_name}()", recorded)
+    if recorded:
+        lines = "".join(f"        {key!r}: {props!r},\n" for key, props in recorded.items())
         items.append(("node_metadata", "{\n" + lines + "    }"))
     typed = []
     for value in graph.value_info:
@@ -42,9 +56,24 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     return items
 
 
-def _node_entry(node: ir.Node, names: dict[ir.Value, str]) -> str:
-    first = node.outputs[0] if node.outputs else None
-    name = names.get(first) if first is not None and first.name else None
-    if name is None or not node.metadata_props:
-        return ""
-    return f"        {name!r}: {utf8(dict(node.metadata_props), 'node metadata_props')!r},\n"
+def _record(node: ir.Node, key: str, recorded: dict[str, dict[str, str]]) -> None:
+    """``node``'s metadata under ``key``, and that of the nodes of its subgraphs under
+    paths below it (see :func:`converter.recorded_metadata.node_keys`)."""
+    if node.metadata_props:
+        recorded[key] = utf8(dict(node.metadata_props), "node metadata_props")
+    for attr in node.attributes.values():
+        if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
+            _record_scope(attr.value, f"{key}/{attr.name}", recorded)
+        elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
+            for index, graph in enumerate(attr.value):
+                _record_scope(graph, f"{key}/{attr.name}[{index}]", recorded)
+
+
+def _record_scope(graph: ir.Graph, scope: str, recorded: dict[str, dict[str, str]]) -> None:
+    # A body's nodes by op and occurrence: Python writes one name for an If's output and
+    # the outputs of both branches, so names cannot place them.
+    seen: dict[str, int] = {}
+    for node in graph.nodes:
+        occurrence = seen.get(node.op_type, 0)
+        seen[node.op_type] = occurrence + 1
+        _record(node, f"{scope}/{node.op_type}#{occurrence}", recorded)
