@@ -53,37 +53,58 @@ def apply_recorded_metadata(
 
 @contextlib.contextmanager
 def node_metadata_attached(graph: ir.Graph, functions: list[ir.Function],
-                           node_metadata: dict[str, dict[str, str]] | None) -> Iterator[None]:
+                           node_metadata: dict[str, dict[str, str]] | None,
+                           value_info: dict[str, Any] | None = None) -> Iterator[None]:
     """The recorded node metadata set on the IR nodes it names while the model is written,
-    and taken off again afterwards (the function's IR is the user's, and kept).
+    and taken off again afterwards (the function's IR is the user's, and kept); likewise
+    the value_info of bodies, keyed by the path of the node computing the value and the
+    output's index (``'If#0/then_branch/Relu#0:0'``).
 
     A main-graph node is named as :func:`main_node_key` says, a node of an If/Loop/Scan body by the path of the node holding
     the body, the attribute, and its op and occurrence among the body's nodes of that op
     (``'y/then_branch/Relu#0'``), a node of a function body likewise below ``'<name>()'``.
     A name the (edited) source no longer defines is skipped.
     """
-    if not node_metadata:
+    body_types = {key: annotation for key, annotation in (value_info or {}).items() if "/" in key and ":" in key}
+    if not node_metadata and not body_types:
         yield
         return
     keyed: dict[str, ir.Node] = {}
+    owners: dict[str, ir.Graph] = {}
     seen: dict[str, int] = {}
     for main_node in graph.nodes:
         key = main_node_key(main_node, seen)
         if key is not None:
-            _key_node(main_node, key, keyed)
+            _key_node(main_node, key, keyed, owners)
     for function in functions:
-        _key_scope(function.graph, f"{function.name}()", keyed)
+        _key_scope(function.graph, f"{function.name}()", keyed, owners)
     previous: list[tuple[ir.Node, dict[str, str] | None]] = []
-    for key, props in node_metadata.items():
+    for key, props in (node_metadata or {}).items():
         found = keyed.get(key)
         if found is not None:
             previous.append((found, found.metadata_props))
             found.metadata_props = dict(props)
+    listed: list[tuple[ir.Graph, list[ir.Value], list[tuple[ir.Value, ir.IRType | None]]]] = []
+    for key, annotation in body_types.items():
+        path, _, index_text = key.rpartition(":")
+        found, owner = keyed.get(path), owners.get(path)
+        if found is None or owner is None or not index_text.isdigit() or int(index_text) >= len(found.outputs):
+            continue
+        value = found.outputs[int(index_text)]
+        if any(entry is value for entry in owner.value_info):
+            continue
+        listed.append((owner, owner.value_info, [(value, value.type)]))
+        owner.value_info = [*owner.value_info, value]
+        value.type = _ir_type(annotation, key)
     try:
         yield
     finally:
         for changed, earlier in reversed(previous):
             changed.metadata_props = earlier
+        for owner, entries, types in reversed(listed):
+            owner.value_info = entries
+            for value, value_type in types:
+                value.type = value_type
 
 
 def main_node_key(node: ir.Node, seen: dict[str, int]) -> str | None:
@@ -104,22 +125,24 @@ def main_node_key(node: ir.Node, seen: dict[str, int]) -> str | None:
     return None
 
 
-def _key_node(node: ir.Node, key: str, keyed: dict[str, ir.Node]) -> None:
+def _key_node(node: ir.Node, key: str, keyed: dict[str, ir.Node], owners: dict[str, ir.Graph]) -> None:
     keyed[key] = node
     for attr in node.attributes.values():
         if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-            _key_scope(attr.value, f"{key}/{attr.name}", keyed)
+            _key_scope(attr.value, f"{key}/{attr.name}", keyed, owners)
         elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
             for index, body in enumerate(attr.value):
-                _key_scope(body, f"{key}/{attr.name}[{index}]", keyed)
+                _key_scope(body, f"{key}/{attr.name}[{index}]", keyed, owners)
 
 
-def _key_scope(graph: ir.Graph, scope: str, keyed: dict[str, ir.Node]) -> None:
+def _key_scope(graph: ir.Graph, scope: str, keyed: dict[str, ir.Node], owners: dict[str, ir.Graph]) -> None:
     seen: dict[str, int] = {}
     for node in graph.nodes:
         occurrence = seen.get(node.op_type, 0)
         seen[node.op_type] = occurrence + 1
-        _key_node(node, f"{scope}/{node.op_type}#{occurrence}", keyed)
+        path = f"{scope}/{node.op_type}#{occurrence}"
+        owners[path] = graph
+        _key_node(node, path, keyed, owners)
 
 
 def _ir_type(annotation: Any, name: str) -> ir.IRType:

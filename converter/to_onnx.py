@@ -336,7 +336,7 @@ def model_to_proto(
 
     model = onnx.ModelProto()
     context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
-    with _recorded_node_metadata(source, node_metadata):
+    with _recorded_node_metadata(source, node_metadata, value_info):
         fill_graph(model.graph, source.graph, context)
         _add_unread_initializers(model.graph, initializers or [], context)
         model.graph.name = source.name
@@ -364,12 +364,13 @@ def model_to_proto(
     return model
 
 
-def _recorded_node_metadata(source: _ModelSource, node_metadata: dict[str, dict[str, str]] | None) -> Any:
-    if not node_metadata:
+def _recorded_node_metadata(source: _ModelSource, node_metadata: dict[str, dict[str, str]] | None,
+                            value_info: dict[str, Any] | None) -> Any:
+    if not node_metadata and not value_info:
         return contextlib.nullcontext()
     from converter.recorded_metadata import node_metadata_attached
 
-    return node_metadata_attached(source.graph, source.functions, node_metadata)
+    return node_metadata_attached(source.graph, source.functions, node_metadata, value_info)
 
 
 def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[str, str]]) -> dict[str, int]:

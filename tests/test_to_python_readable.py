@@ -223,10 +223,12 @@ def _tag(node: onnx.NodeProto, where: str) -> onnx.NodeProto:
 
 
 def _control_flow_and_function_model() -> onnx.ModelProto:
-    """Metadata on nodes of an If's branches, a Loop body and a local function's body."""
+    """Metadata on nodes of an If's branches, a Loop body and a local function's body, and
+    value_info inside a branch."""
     then = oh.make_graph([_tag(oh.make_node("Relu", ["x"], ["t0"]), "then relu"),
                           _tag(oh.make_node("Sqrt", ["t0"], ["t"]), "then sqrt")],
-                         "then", [], [oh.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+                         "then", [], [oh.make_tensor_value_info("t", TensorProto.FLOAT, [2])],
+                         value_info=[oh.make_tensor_value_info("t0", TensorProto.FLOAT, [2])])
     other = oh.make_graph([_tag(oh.make_node("Neg", ["x"], ["e"]), "else neg")],
                           "else", [], [oh.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
     body = oh.make_graph(
@@ -273,6 +275,8 @@ def test_metadata_of_subgraph_and_function_nodes_survives_the_round_trip(tmp_pat
     assert "metadata_props of the Sqrt node" in str(first_difference(original, branch, check_metadata=True))
     del rebuilt.functions[0].node[1].metadata_props[:]
     assert "metadata_props of the Tanh node" in str(first_difference(original, rebuilt, check_metadata=True))
+    del branch.graph.node[2].attribute[0].g.value_info[:]
+    assert "value_info" in str(first_difference(original, branch, check_metadata=True))
 
 
 def _every_node_list(model: onnx.ModelProto) -> list[onnx.NodeProto]:
