@@ -44,6 +44,9 @@ def _train_one_step(rank: int, world: int, port: int, folder: str) -> None:
         torch.nn.functional.cross_entropy(parallel(x), target).backward()
         optimizer.step()
         torch.save({k: v.detach().clone() for k, v in module.named_parameters()}, Path(folder) / f"rank{rank}.pt")
+        # Both ranks done before either tears gloo down (one tearing down while the other
+        # still talks aborts it: "terminate called without an active exception").
+        torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
 
