@@ -49,6 +49,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.limits": (0, "core"),
     "dsl.collection_pause": (1, "knowledge"),
     "dsl.opsets": (1, "knowledge"),
+    "dsl.attribute_values": (1, "knowledge"),
     "dsl.operators": (1, "knowledge"),
     "dsl.indexing": (1, "knowledge"),
     "dsl.loop_forms": (1, "knowledge"),
