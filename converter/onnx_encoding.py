@@ -426,9 +426,7 @@ def emit_node(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any
     if node.doc_string:
         proto.doc_string = node.doc_string
     if node.metadata_props:
-        context.export.need(IR_METADATA_PROPS)
-        for key, text in node.metadata_props.items():
-            proto.metadata_props.add(key=key, value=text)
+        fill_metadata_props(proto, node.metadata_props, context.export)
     if node.attributes:
         add = proto.attribute.add
         for attr in node.attributes.values():
@@ -453,6 +451,27 @@ def _optional_output_indices(op_type: str, domain: str) -> frozenset[int]:
     return frozenset(i for i, formal in enumerate(schema.outputs) if formal.option == optional)
 
 
+def fill_metadata_props(proto: Any, props: dict[str, str], export: Export) -> None:
+    """Write ``props`` into the ``metadata_props`` of a NodeProto or GraphProto (IR 10 and up)."""
+    export.need(IR_METADATA_PROPS)
+    for key, text in props.items():
+        proto.metadata_props.add(key=key, value=text)
+
+
+def annotation_type(annotation: Any, what: str) -> ir.IRType:
+    """The IR type an annotation object (``FLOAT[2, 'N']``, ``Map[...]``...) stands for;
+    ``what`` names where it was given (``"io_types['x']"``) in the error for anything else."""
+    found = types.to_ir_type(annotation)
+    if found is None and isinstance(annotation, (ir.MapType, ir.SparseTensorType)):
+        found = annotation
+    if found is None:
+        raise ConversionError(
+            f"{what} is {annotation!r}, not a type",
+            hint="write a type such as FLOAT[2, 'N'], INT64 or Sequence[FLOAT[...]]",
+        )
+    return found
+
+
 def fill_value_info(proto: onnx.ValueInfoProto, name: str, value: ir.Value, context: BodyContext) -> None:
     """Write ``value``'s name, type and doc string into ``proto``."""
     proto.name = name
@@ -468,9 +487,7 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     if graph.doc_string:
         proto.doc_string = graph.doc_string
     if graph.metadata_props:
-        context.export.need(IR_METADATA_PROPS)
-        for key, text in graph.metadata_props.items():
-            proto.metadata_props.add(key=key, value=text)
+        fill_metadata_props(proto, graph.metadata_props, context.export)
     for value in graph.inputs:
         fill_value_info(proto.input.add(), context.define(value), value, context)
     for value in graph.initializers:

@@ -12,16 +12,15 @@ longer defines is skipped: the metadata described code that is gone.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import onnx
 
-from converter.onnx_encoding import IR_METADATA_PROPS, Export, fill_type
-from dsl import ir, types
-from dsl.errors import ConversionError
+from converter.onnx_encoding import Export, annotation_type, fill_metadata_props, fill_type
+from dsl import ir
 
-__all__ = ["apply_recorded_metadata", "node_metadata_attached", "main_node_key"]
+__all__ = ["apply_recorded_metadata", "node_metadata_attached", "node_paths", "main_node_key"]
 
 
 def apply_recorded_metadata(
@@ -38,9 +37,7 @@ def apply_recorded_metadata(
     """
     graph = model.graph
     if graph_metadata_props:
-        export.need(IR_METADATA_PROPS)
-        for key, text in graph_metadata_props.items():
-            graph.metadata_props.add(key=key, value=text)
+        fill_metadata_props(graph, graph_metadata_props, export)
     if value_info:
         interface = {v.name for v in (*graph.input, *graph.output)}
         known = {name for node in graph.node for name in node.output} - interface
@@ -48,7 +45,7 @@ def apply_recorded_metadata(
         for name, annotation in value_info.items():
             if name not in known or name in listed:
                 continue
-            fill_type(graph.value_info.add(name=name).type, _ir_type(annotation, name), export)
+            fill_type(graph.value_info.add(name=name).type, annotation_type(annotation, f"value_info[{name!r}]"), export)
 
 
 @contextlib.contextmanager
@@ -60,34 +57,24 @@ def node_metadata_attached(graph: ir.Graph, functions: list[ir.Function],
     the value_info of bodies, keyed by the path of the node computing the value and the
     output's index (``'If#0/then_branch/Relu#0:0'``).
 
-    A main-graph node is named as :func:`main_node_key` says, a node of an If/Loop/Scan body by the path of the node holding
-    the body, the attribute, and its op and occurrence among the body's nodes of that op
-    (``'y/then_branch/Relu#0'``), a node of a function body likewise below ``'<name>()'``.
-    A name the (edited) source no longer defines is skipped.
+    Nodes are named as :func:`node_paths` says; a name the (edited) source no longer
+    defines is skipped.
     """
     body_types = {key: annotation for key, annotation in (value_info or {}).items() if "/" in key and ":" in key}
     if not node_metadata and not body_types:
         yield
         return
-    keyed: dict[str, ir.Node] = {}
-    owners: dict[str, ir.Graph] = {}
-    seen: dict[str, int] = {}
-    for main_node in graph.nodes:
-        key = main_node_key(main_node, seen)
-        if key is not None:
-            _key_node(main_node, key, keyed, owners)
-    for function in functions:
-        _key_scope(function.graph, f"{function.name}()", keyed, owners)
+    paths = node_paths(graph, functions)
     previous: list[tuple[ir.Node, dict[str, str] | None]] = []
     for key, props in (node_metadata or {}).items():
-        found = keyed.get(key)
+        found, _ = paths.get(key, (None, None))
         if found is not None:
             previous.append((found, found.metadata_props))
             found.metadata_props = dict(props)
     listed: list[tuple[ir.Graph, list[ir.Value], list[tuple[ir.Value, ir.IRType | None]]]] = []
     for key, annotation in body_types.items():
         path, _, index_text = key.rpartition(":")
-        found, owner = keyed.get(path), owners.get(path)
+        found, owner = paths.get(path, (None, None))
         if found is None or owner is None or not index_text.isdigit() or int(index_text) >= len(found.outputs):
             continue
         value = found.outputs[int(index_text)]
@@ -95,7 +82,7 @@ def node_metadata_attached(graph: ir.Graph, functions: list[ir.Function],
             continue
         listed.append((owner, owner.value_info, [(value, value.type)]))
         owner.value_info = [*owner.value_info, value]
-        value.type = _ir_type(annotation, key)
+        value.type = annotation_type(annotation, f"value_info[{key!r}]")
     try:
         yield
     finally:
@@ -125,33 +112,51 @@ def main_node_key(node: ir.Node, seen: dict[str, int]) -> str | None:
     return None
 
 
-def _key_node(node: ir.Node, key: str, keyed: dict[str, ir.Node], owners: dict[str, ir.Graph]) -> None:
-    keyed[key] = node
+def node_paths(
+    graph: ir.Graph,
+    functions: list[ir.Function],
+    value_name: Callable[[ir.Value], str | None] | None = None,
+    function_name: Callable[[ir.Function], str | None] | None = None,
+) -> dict[str, tuple[ir.Node, ir.Graph]]:
+    """Every node of the main graph, its bodies and the function bodies under the key its
+    metadata is recorded by, with the graph holding it (the one scheme both the Python
+    writer and the export use): a main-graph node as :func:`main_node_key` says (its
+    output named by ``value_name``, default the IR's name), a body's node by the path of
+    the node holding the body, the attribute, and its op and occurrence among the body's
+    nodes of that op (``'y/then_branch/Relu#0'``), a function body's node likewise below
+    ``'<function name>()'`` (named by ``function_name``; a function it names None is left out).
+
+    >>> sorted(node_paths(model.graph, model.functions))     # doctest: +SKIP
+    ['If#0', 'If#0/else_branch/Neg#0', 'If#0/then_branch/Relu#0', 's']
+    """
+    found: dict[str, tuple[ir.Node, ir.Graph]] = {}
+    seen: dict[str, int] = {}
+    for node in graph.nodes:
+        key = main_node_key(node, seen)
+        if key is not None and value_name is not None and "#" not in key:  # named by its output
+            key = value_name(node.outputs[0])
+        if key is not None:
+            _key_node(node, key, graph, found)
+    for function in functions:
+        name = function.name if function_name is None else function_name(function)
+        if name is not None:
+            _key_scope(function.graph, f"{name}()", found)
+    return found
+
+
+def _key_node(node: ir.Node, key: str, owner: ir.Graph, found: dict[str, tuple[ir.Node, ir.Graph]]) -> None:
+    found[key] = (node, owner)
     for attr in node.attributes.values():
         if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-            _key_scope(attr.value, f"{key}/{attr.name}", keyed, owners)
+            _key_scope(attr.value, f"{key}/{attr.name}", found)
         elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
             for index, body in enumerate(attr.value):
-                _key_scope(body, f"{key}/{attr.name}[{index}]", keyed, owners)
+                _key_scope(body, f"{key}/{attr.name}[{index}]", found)
 
 
-def _key_scope(graph: ir.Graph, scope: str, keyed: dict[str, ir.Node], owners: dict[str, ir.Graph]) -> None:
+def _key_scope(graph: ir.Graph, scope: str, found: dict[str, tuple[ir.Node, ir.Graph]]) -> None:
     seen: dict[str, int] = {}
     for node in graph.nodes:
         occurrence = seen.get(node.op_type, 0)
         seen[node.op_type] = occurrence + 1
-        path = f"{scope}/{node.op_type}#{occurrence}"
-        owners[path] = graph
-        _key_node(node, path, keyed, owners)
-
-
-def _ir_type(annotation: Any, name: str) -> ir.IRType:
-    found = types.to_ir_type(annotation)
-    if found is None and isinstance(annotation, (ir.MapType, ir.SparseTensorType)):
-        found = annotation
-    if found is None:
-        raise ConversionError(
-            f"value_info[{name!r}] is {annotation!r}, not a type",
-            hint="write a type such as FLOAT[2, 'N'], INT64 or Sequence[FLOAT[...]]",
-        )
-    return found
+        _key_node(node, f"{scope}/{node.op_type}#{occurrence}", graph, found)

@@ -24,6 +24,7 @@ from converter.onnx_encoding import (
     SCHEMA_DOMAINS,
     BodyContext,
     Export,
+    annotation_type,
     emit_initializer,
     emit_node,
     fill_attribute,
@@ -38,7 +39,7 @@ from converter.onnx_encoding import (
     tensor_to_proto,
     type_to_proto,
 )
-from dsl import ir, types
+from dsl import ir
 from dsl.errors import ConversionError
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def _io_type_overrides(graph: ir.Graph, io_types: Any) -> dict[int, ir.IRType]:
                     graph.location,
                     hint=f"inputs and outputs are: {', '.join(by_name)}",
                 )
-            overrides[id(value)] = _as_ir_type(annotation, name)
+            overrides[id(value)] = annotation_type(annotation, f"io_types[{name!r}]")
         return overrides
     if isinstance(io_types, (list, tuple)):
         if len(io_types) not in (len(graph.inputs), len(values)):
@@ -206,24 +207,12 @@ def _io_type_overrides(graph: ir.Graph, io_types: Any) -> dict[int, ir.IRType]:
             )
         for value, annotation in zip(values, io_types):
             if annotation is not None:
-                overrides[id(value)] = _as_ir_type(annotation, value.name)
+                overrides[id(value)] = annotation_type(annotation, f"io_types[{value.name!r}]")
         return overrides
     raise ConversionError(
         f"io_types must be a dict (name -> type) or a list, not {type(io_types).__name__}",
         hint="for example io_types={'x': FLOAT[2, 'N']}",
     )
-
-
-def _as_ir_type(annotation: Any, name: str) -> ir.IRType:
-    found = types.to_ir_type(annotation)
-    if found is None and isinstance(annotation, (ir.MapType, ir.SparseTensorType)):
-        found = annotation
-    if found is None:
-        raise ConversionError(
-            f"io_types[{name!r}] is {annotation!r}, not a type",
-            hint="write a type such as FLOAT[2, 'N'], INT64 or Sequence[FLOAT[...]]",
-        )
-    return found
 
 
 def _given_attr(function: ir.Function, param: ir.AttrParam, given: Any) -> ir.Attr:

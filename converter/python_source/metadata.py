@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from converter.python_source.generated_module import GeneratedModule
 from converter.python_source.literals import type_text, utf8
-from converter.recorded_metadata import main_node_key
+from converter.recorded_metadata import node_paths
 from dsl import ir
 
 __all__ = ["metadata_items"]
@@ -29,20 +29,18 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     if graph.metadata_props:
         items.append(("graph_metadata_props", repr(utf8(dict(graph.metadata_props), "graph metadata_props"))))
     names = module.main_value_names
-    recorded: dict[str, dict[str, str]] = {}
-    body_types: dict[str, ir.IRType] = {}  # a body's value_info, by producer path and output index
-    seen: dict[str, int] = {}
-    for node in graph.nodes:
-        key = main_node_key(node, seen)
-        if key is not None and not key.partition("#")[2]:  # a node named by its output: its Python name
-            first = node.outputs[0]
-            key = names.get(first) if first.name else None
-        if key is not None:
-            _record(node, key, recorded, body_types)
-    for function in model.functions:
-        python_name = module.function_names.get(id(function))
-        if python_name is not None:
-            _record_scope(function.graph, f"{python_name}()", recorded, body_types)
+    paths = node_paths(graph, model.functions, names.get, lambda function: module.function_names.get(id(function)))
+    recorded = {key: utf8(dict(node.metadata_props), "node metadata_props")
+                for key, (node, _) in paths.items() if node.metadata_props}
+    # A body's value_info by the path of the node computing the value and the output's index.
+    body_types: dict[str, ir.IRType] = {}
+    where = {id(node): key for key, (node, owner) in paths.items() if owner is not graph}
+    for owner in {id(owner): owner for _, owner in paths.values() if owner is not graph}.values():
+        for value in owner.value_info:
+            producer = value.producer
+            if producer is not None and id(producer) in where and value.type is not None:
+                index = next(i for i, output in enumerate(producer.outputs) if output is value)
+                body_types[f"{where[id(producer)]}:{index}"] = value.type
     if recorded:
         lines = "".join(f"        {key!r}: {props!r},\n" for key, props in recorded.items())
         items.append(("node_metadata", "{\n" + lines + "    }"))
@@ -59,35 +57,3 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     if typed:
         items.append(("value_info", "{\n" + "".join(typed) + "    }"))
     return items
-
-
-def _record(node: ir.Node, key: str, recorded: dict[str, dict[str, str]], body_types: dict[str, ir.IRType]) -> None:
-    """``node``'s metadata under ``key``, and that of the nodes of its subgraphs under
-    paths below it (see :func:`converter.recorded_metadata.node_keys`)."""
-    if node.metadata_props:
-        recorded[key] = utf8(dict(node.metadata_props), "node metadata_props")
-    for attr in node.attributes.values():
-        if attr.kind == ir.AttrKind.GRAPH and attr.value is not None:
-            _record_scope(attr.value, f"{key}/{attr.name}", recorded, body_types)
-        elif attr.kind == ir.AttrKind.GRAPHS and attr.value is not None:
-            for index, graph in enumerate(attr.value):
-                _record_scope(graph, f"{key}/{attr.name}[{index}]", recorded, body_types)
-
-
-def _record_scope(graph: ir.Graph, scope: str, recorded: dict[str, dict[str, str]],
-                  body_types: dict[str, ir.IRType]) -> None:
-    # A body's nodes by op and occurrence: Python writes one name for an If's output and
-    # the outputs of both branches, so names cannot place them; its value_info entries by
-    # the path of the node computing the value and the output's index.
-    seen: dict[str, int] = {}
-    paths: dict[int, str] = {}
-    for node in graph.nodes:
-        occurrence = seen.get(node.op_type, 0)
-        seen[node.op_type] = occurrence + 1
-        paths[id(node)] = path = f"{scope}/{node.op_type}#{occurrence}"
-        _record(node, path, recorded, body_types)
-    for value in graph.value_info:
-        producer = value.producer
-        if producer is not None and id(producer) in paths and value.type is not None:
-            index = next(i for i, output in enumerate(producer.outputs) if output is value)
-            body_types[f"{paths[id(producer)]}:{index}"] = value.type
