@@ -22,6 +22,7 @@ from typing import Any, Union
 import numpy as np
 
 __all__ = [
+    "outer_values",
     "SourceLocation",
     "TensorType",
     "SequenceType",
@@ -431,6 +432,22 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
 
 
 _GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
+
+
+def outer_values(graphs: list[Graph]) -> list[Value]:
+    """Values the graphs (and their own subgraphs) read but do not define, in first-read
+    order: what a node holding them as bodies reads from its enclosing graphs; a body's
+    initializers count as read from outside (they are root weights)."""
+    found: dict[Value, None] = {}
+    for graph in graphs:
+        inner = [graph, *(sub for node, _ in walk(graph) for sub in subgraphs(node))]
+        defined = {value for each in inner for value in each.inputs}
+        defined.update(value for node, _ in walk(graph) for value in node.outputs)
+        for node, _ in walk(graph):
+            found.update((value, None) for value in node.inputs if value is not None and value not in defined)
+        for each in inner:
+            found.update((value, None) for value in each.outputs if value not in defined)
+    return list(found)
 
 
 def use_counts(graph: Graph) -> dict[Value, int]:

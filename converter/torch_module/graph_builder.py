@@ -26,7 +26,7 @@ import torch.fx
 
 from converter.torch_module import node_forms
 from converter.torch_module.eager_node import EagerNode, one_node_model
-from converter.torch_module.graph_values import outer_values, to_tensor
+from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.kernels import NEEDS_OUTPUT_COUNT, lookup
 from converter.torch_module.weights import WeightTable
 from dsl import ir
@@ -156,7 +156,7 @@ class GraphBuilder:
         return list(attr.value) if isinstance(attr.value, list) else attr.value
 
     def call_eager(self, node: ir.Node) -> torch.fx.Node:
-        outer = outer_values([sub for sub in ir.subgraphs(node)])
+        outer = ir.outer_values([sub for sub in ir.subgraphs(node)])
         module = EagerNode(repr(node)[:200], one_node_model(node, outer, self.table.model),
                            [bool(value.name) for value in node.outputs])
         args = tuple(self.read(value) for value in node.inputs if value is not None)

@@ -10,7 +10,6 @@ import torch
 import torch.fx
 
 from converter.torch_module.graph_builder import GraphBuilder
-from converter.torch_module.graph_values import outer_values
 from converter.torch_module.weights import WeightTable, proto_with_weights
 from dsl import ir
 from dsl.errors import ConversionError
@@ -103,5 +102,5 @@ def _needed_nodes(graph: ir.Graph, outputs: Sequence[ir.Value]) -> set[ir.Node]:
             continue
         needed.add(node)
         pending.extend(v for v in node.inputs if v is not None)
-        pending.extend(outer_values(list(ir.subgraphs(node))))
+        pending.extend(ir.outer_values(list(ir.subgraphs(node))))
     return needed

@@ -16,7 +16,7 @@ import onnx.defs
 import torch
 
 from converter.torch_module import control_flow, training
-from converter.torch_module.graph_values import outer_values, to_tensor
+from converter.torch_module.graph_values import to_tensor
 from dsl import ir, types
 from dsl.errors import ConversionError
 
@@ -128,7 +128,7 @@ def _body(builder: GraphBuilder, graph: ir.Graph, outer: list[ir.Value], opsets:
 
 def _if(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     branches = [node.attributes["then_branch"].value, node.attributes["else_branch"].value]
-    outer = outer_values(branches)
+    outer = ir.outer_values(branches)
     module = control_flow.If(*(_body(builder, branch, outer, opsets) for branch in branches))
     condition = node.inputs[0] if node.inputs else None
     if condition is None:
@@ -139,7 +139,7 @@ def _if(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[A
 
 def _loop(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     body: ir.Graph = node.attributes["body"].value
-    outer = outer_values([body])
+    outer = ir.outer_values([body])
     inputs = [*node.inputs, None, None][: max(len(node.inputs), 2)]
     n_carried = len(inputs) - 2
     scan_dtypes = [_torch_dtype(value.type) for value in body.outputs[1 + n_carried:]]
@@ -151,7 +151,7 @@ def _loop(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple
 
 def _scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     body: ir.Graph = node.attributes["body"].value
-    outer = outer_values([body])
+    outer = ir.outer_values([body])
     n_scan = int(_attr(node, "num_scan_inputs", 0))
     n_state = len(node.inputs) - n_scan
     n_scan_outputs = len(body.outputs) - n_state

@@ -195,10 +195,8 @@ class _Cutter:
     def reads(self, node: ir.Node) -> list[ir.Value]:
         """What ``node`` reads of the main graph: its inputs and its subgraphs' outer reads."""
         reads = [v for v in node.inputs if v is not None]
-        for sub in ir.subgraphs(node):
-            for inner, _ in ir.walk(sub):
-                reads += [v for v in inner.inputs if v is not None and self.by_name.get(v.name) is v]
-            reads += [v for v in sub.outputs if self.by_name.get(v.name) is v]
+        if node.attributes:
+            reads += [v for v in ir.outer_values(list(ir.subgraphs(node))) if self.by_name.get(v.name) is v]
         return reads
 
     def check_inputs(
