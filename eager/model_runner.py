@@ -47,6 +47,7 @@ from dsl.tracebacks import user_traceback
 from eager import values
 from eager.call_site import caller_location
 from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
+from eager.model_inputs import bind_inputs
 from eager.model_session import ModelSession, prepared, value_signature
 from eager.proto_checks import check_program_protos
 from eager.sessions import KERNELS, LAST
@@ -109,7 +110,7 @@ def run(
     if isinstance(graph, onnx.GraphProto):
         for initializer in graph.initializer:
             env[initializer.name] = tensor_array(initializer, None, "the model")
-    _bind_inputs(input_names, inputs, program.input_types, env)
+    bind_inputs(input_names, inputs, program.input_types, env)
     attributes = _function_defaults(graph) if isinstance(graph, onnx.FunctionProto) else {}
     runner = _Runner(program, dict(env) if capture else None, stop_after)
     output_names = list(graph.output) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.output]
@@ -143,7 +144,7 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     if session is None:
         return None
     env: dict[str, Any] = dict.fromkeys(session.defaults, _DEFAULT)
-    _bind_inputs(session.input_names, inputs, session.declared, env)
+    bind_inputs(session.input_names, inputs, session.declared, env)
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
     if not session.loops_within_limit(feeds):
         return None
@@ -226,79 +227,6 @@ def _opset_dict(imports: Any) -> dict[str, int]:
 
 def _function_defaults(function: onnx.FunctionProto) -> dict[str, onnx.AttributeProto]:
     return {a.name: a for a in function.attribute_proto}
-
-
-def _bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProto], env: dict[str, Any]) -> None:
-    if isinstance(inputs, dict):
-        unknown = [name for name in inputs if name not in names]
-        if unknown:
-            raise EagerError(
-                f"the model has no input named {', '.join(map(repr, unknown))}",
-                caller_location(),
-                hint=f"its inputs are: {', '.join(names)}",
-            )
-        given = dict(inputs)
-    else:
-        inputs = list(inputs)
-        if len(inputs) > len(names):
-            raise EagerError(
-                f"the model takes {len(names)} input(s), got {len(inputs)}",
-                caller_location(),
-                hint=f"its inputs are: {', '.join(names)}",
-            )
-        given = dict(zip(names, inputs))
-    for name in names:
-        if name not in given:
-            if name in env:  # an initializer that doubles as an input with a default
-                continue
-            raise EagerError(f"input {name!r} of the model is missing", caller_location(),
-                             hint=f"its inputs are: {', '.join(names)}")
-        value = _as_value(given[name])
-        _check_declared(name, value, declared.get(name))
-        env[name] = value
-
-
-def _as_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_as_value(v) for v in value]
-    if values.is_torch_tensor(value):
-        return values.torch_to_numpy(value)
-    if value is None:
-        return None
-    array = np.asarray(value)
-    return array.astype(object) if array.dtype.kind in "US" else array
-
-
-def _check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> None:
-    if declared is None or not declared.HasField("tensor_type") or not isinstance(value, np.ndarray):
-        return
-    tensor_type = declared.tensor_type
-    elem = values.elem_type_of_array(value)
-    if tensor_type.elem_type and tensor_type.elem_type not in {t.enum for t in types.ELEMENT_TYPES.values()}:
-        raise ModelLoadError(f"input {name!r} of the model declares the element type {tensor_type.elem_type}, "
-                             "which onnx does not define", caller_location(),
-                             hint="the file may be damaged; re-export or re-download it")
-    if tensor_type.elem_type and elem is not None and elem != tensor_type.elem_type:
-        raise DslTypeError(
-            f"input {name!r} of the model is {types.element_type_name(tensor_type.elem_type)}, got "
-            f"{types.element_type_name(elem)}{list(value.shape)}",
-            caller_location(),
-            hint=f"convert it with .astype({types.numpy_dtype(tensor_type.elem_type).name!r})",
-        )
-    if tensor_type.HasField("shape"):
-        dims = tensor_type.shape.dim
-        if len(dims) != value.ndim:
-            raise DslTypeError(
-                f"input {name!r} of the model has rank {len(dims)}, got shape {list(value.shape)}",
-                caller_location(),
-            )
-        for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value != value.shape[axis]:
-                raise DslTypeError(
-                    f"input {name!r} of the model has size {dim.dim_value} on axis {axis}, got shape "
-                    f"{list(value.shape)}",
-                    caller_location(),
-                )
 
 
 # ------------------------------------------------------------------------ execution

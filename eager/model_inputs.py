@@ -1,0 +1,94 @@
+"""A model's inputs as the runner receives them: by position or by name, numpy or torch.
+
+``eager.run`` and the whole-model session both bind what the user passed to the
+model's input names here, so a missing, unknown or mistyped input is the same
+``DslError`` whichever way the model ends up running; the check happens before
+any kernel is built, at the user's call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+
+from dsl import types
+from dsl.errors import DslTypeError, EagerError, ModelLoadError
+from eager import values
+from eager.call_site import caller_location
+
+__all__ = ["as_value", "bind_inputs", "check_declared"]
+
+
+def bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProto], env: dict[str, Any]) -> None:
+    if isinstance(inputs, dict):
+        unknown = [name for name in inputs if name not in names]
+        if unknown:
+            raise EagerError(
+                f"the model has no input named {', '.join(map(repr, unknown))}",
+                caller_location(),
+                hint=f"its inputs are: {', '.join(names)}",
+            )
+        given = dict(inputs)
+    else:
+        inputs = list(inputs)
+        if len(inputs) > len(names):
+            raise EagerError(
+                f"the model takes {len(names)} input(s), got {len(inputs)}",
+                caller_location(),
+                hint=f"its inputs are: {', '.join(names)}",
+            )
+        given = dict(zip(names, inputs))
+    for name in names:
+        if name not in given:
+            if name in env:  # an initializer that doubles as an input with a default
+                continue
+            raise EagerError(f"input {name!r} of the model is missing", caller_location(),
+                             hint=f"its inputs are: {', '.join(names)}")
+        value = as_value(given[name])
+        check_declared(name, value, declared.get(name))
+        env[name] = value
+
+
+def as_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [as_value(v) for v in value]
+    if values.is_torch_tensor(value):
+        return values.torch_to_numpy(value)
+    if value is None:
+        return None
+    array = np.asarray(value)
+    return array.astype(object) if array.dtype.kind in "US" else array
+
+
+def check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> None:
+    if declared is None or not declared.HasField("tensor_type") or not isinstance(value, np.ndarray):
+        return
+    tensor_type = declared.tensor_type
+    elem = values.elem_type_of_array(value)
+    if tensor_type.elem_type and tensor_type.elem_type not in {t.enum for t in types.ELEMENT_TYPES.values()}:
+        raise ModelLoadError(f"input {name!r} of the model declares the element type {tensor_type.elem_type}, "
+                             "which onnx does not define", caller_location(),
+                             hint="the file may be damaged; re-export or re-download it")
+    if tensor_type.elem_type and elem is not None and elem != tensor_type.elem_type:
+        raise DslTypeError(
+            f"input {name!r} of the model is {types.element_type_name(tensor_type.elem_type)}, got "
+            f"{types.element_type_name(elem)}{list(value.shape)}",
+            caller_location(),
+            hint=f"convert it with .astype({types.numpy_dtype(tensor_type.elem_type).name!r})",
+        )
+    if tensor_type.HasField("shape"):
+        dims = tensor_type.shape.dim
+        if len(dims) != value.ndim:
+            raise DslTypeError(
+                f"input {name!r} of the model has rank {len(dims)}, got shape {list(value.shape)}",
+                caller_location(),
+            )
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value != value.shape[axis]:
+                raise DslTypeError(
+                    f"input {name!r} of the model has size {dim.dim_value} on axis {axis}, got shape "
+                    f"{list(value.shape)}",
+                    caller_location(),
+                )
