@@ -23,6 +23,9 @@ import numpy as np
 
 __all__ = [
     "outer_values",
+    "needed_nodes",
+    "bound_attributes",
+    "resolve_attribute",
     "SourceLocation",
     "TensorType",
     "SequenceType",
@@ -448,6 +451,52 @@ def outer_values(graphs: list[Graph]) -> list[Value]:
         for each in inner:
             found.update((value, None) for value in each.outputs if value not in defined)
     return list(found)
+
+
+def needed_nodes(graph: Graph, outputs: list[Value]) -> list[Node]:
+    """The nodes of ``graph`` (in its order) that computing ``outputs`` runs: their
+    producers, transitively, a node's subgraphs' reads of enclosing values included."""
+    own = {id(node) for node in graph.nodes}
+    needed: set[int] = set()
+    pending = list(outputs)
+    seen: set[Value] = set()
+    while pending:
+        value = pending.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        node = value.producer
+        if node is None or id(node) not in own or id(node) in needed:
+            continue
+        needed.add(id(node))
+        pending.extend(read for read in node.inputs if read is not None)
+        pending.extend(outer_values(list(subgraphs(node))))
+    return [node for node in graph.nodes if id(node) in needed]
+
+
+def bound_attributes(callee: Function, given: dict[str, Attr]) -> dict[str, Attr]:
+    """What a call binds to the callee's attribute parameters: the call's own attributes,
+    then the callee's defaults for those it does not give.  Every back end or pass that
+    expands a call (inlining, the torch back end) reads the body's references from it."""
+    bound = dict(given)
+    for param in callee.attr_params:
+        if param.name not in bound and param.default is not None:
+            bound[param.name] = param.default
+    return bound
+
+
+def resolve_attribute(attr: Attr, bound: dict[str, Attr]) -> Attr | None:
+    """``attr`` as it reads under ``bound`` (see :func:`bound_attributes`): a reference to a
+    function attribute takes the bound value, under ``attr``'s own name; a reference to an
+    attribute neither given nor defaulted is None (ONNX drops the attribute).  A bound value
+    may itself be a reference, of the caller's own function."""
+    if attr.ref_attr_name is None:
+        return attr
+    found = bound.get(attr.ref_attr_name)
+    if found is None:
+        return None
+    return Attr(attr.name, found.kind, found.value, ref_attr_name=found.ref_attr_name,
+                doc_string=attr.doc_string, location=attr.location)
 
 
 def use_counts(graph: Graph) -> dict[Value, int]:

@@ -133,3 +133,43 @@ def test_use_counts_count_inputs_outputs_and_outer_scope_reads() -> None:
 def test_core_reprs_need_no_other_module() -> None:
     assert ir.element_type_name(16) == "BFLOAT16" and ir.element_type_name(99) == "DataType(99)"
     assert [ir.element_type_name(t.enum) for t in types.ELEMENT_TYPES.values()] == list(types.ELEMENT_TYPES)
+
+
+def _produce(op_type: str, inputs: list[ir.Value], name: str, **attributes: ir.Attr) -> ir.Node:
+    out = ir.Value(name)
+    node = ir.Node(op_type, "", list(inputs), [out], dict(attributes), name=name)
+    out.producer = node
+    return node
+
+
+def test_needed_nodes_follow_producers_and_outer_reads_of_bodies() -> None:
+    x = ir.Value("x", types.FLOAT[2])
+    relu = _produce("Relu", [x], "relu")
+    dead = _produce("Exp", [x], "dead")
+    neg = _produce("Neg", [relu.outputs[0]], "neg")
+    inner = _produce("Abs", [neg.outputs[0]], "inner")  # reads neg from the enclosing graph
+    branch = ir.Graph("then", [], [inner.outputs[0]], [inner])
+    if_node = _produce("If", [x], "if", then_branch=ir.Attr("then_branch", ir.AttrKind.GRAPH, branch),
+                       else_branch=ir.Attr("else_branch", ir.AttrKind.GRAPH, ir.Graph("else", [], [x], [])))
+    graph = ir.Graph("main", [x], [if_node.outputs[0]], [relu, dead, neg, if_node])
+    assert [n.name for n in ir.needed_nodes(graph, graph.outputs)] == ["relu", "neg", "if"]
+    assert [n.name for n in ir.needed_nodes(graph, [relu.outputs[0], dead.outputs[0]])] == ["relu", "dead"]
+    assert ir.needed_nodes(graph, [x]) == []
+
+
+def test_bound_attributes_take_the_call_then_the_defaults_and_resolve_references() -> None:
+    alpha = ir.AttrParam("alpha", ir.AttrKind.FLOAT, ir.Attr("alpha", ir.AttrKind.FLOAT, 0.5))
+    axis = ir.AttrParam("axis", ir.AttrKind.INT)
+    callee = ir.Function("f", ir.Graph("f"), attr_params=[alpha, axis])
+    bound = ir.bound_attributes(callee, {"axis": ir.Attr("axis", ir.AttrKind.INT, 1)})
+    assert {name: attr.value for name, attr in bound.items()} == {"axis": 1, "alpha": 0.5}
+    forwarded = ir.Attr("scale", ir.AttrKind.FLOAT, None, ref_attr_name="alpha")
+    resolved = ir.resolve_attribute(forwarded, bound)
+    assert resolved is not None and (resolved.name, resolved.value, resolved.ref_attr_name) == ("scale", 0.5, None)
+    assert ir.resolve_attribute(ir.Attr("k", ir.AttrKind.INT, None, ref_attr_name="missing"), bound) is None
+    plain = ir.Attr("k", ir.AttrKind.INT, 3)
+    assert ir.resolve_attribute(plain, bound) is plain
+    # a caller inside another function forwards its own reference
+    outer = {"alpha": ir.Attr("alpha", ir.AttrKind.FLOAT, None, ref_attr_name="gain")}
+    again = ir.resolve_attribute(forwarded, ir.bound_attributes(callee, outer))
+    assert again is not None and again.ref_attr_name == "gain"

@@ -5,7 +5,9 @@ reads from enclosing scopes (outer values and weights are passed explicitly, so 
 parameters stay on the root module under their ONNX names); it returns a tuple of the
 body's outputs.  The loops follow the ONNX rules: a Loop runs while ``i < M`` and
 ``cond``, stacking its scan outputs; a Scan (opset 9 and later) slices its scan inputs
-along their axes, in their directions, and stacks the outputs likewise.
+along their axes, in their directions, and stacks the outputs likewise; an opset-8 Scan
+(:class:`BatchedScan`) runs one such scan per entry of a leading batch axis, each as
+long as its ``sequence_lens`` entry.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["If", "Loop", "Scan"]
+__all__ = ["If", "Loop", "Scan", "BatchedScan"]
 
 
 def _truth(value: Any) -> bool:
@@ -100,3 +102,56 @@ class Scan(torch.nn.Module):
                 found.reverse()
             outputs.append(torch.stack(found, dim=axis % (found[0].dim() + 1)) if found else torch.zeros((0,)))
         return (*state, *outputs)
+
+
+class BatchedScan(torch.nn.Module):
+    """Opset-8 Scan: ``forward(sequence_lens, *state, *scan_inputs, *outer)`` ->
+    ``(*final_state, *scan_outputs)``.  Axis 0 of every state and scan input is the batch,
+    axis 1 of a scan input the sequence.  Batch entry ``b`` runs ``sequence_lens[b]`` steps
+    (all of them when it is None), a reversed input read from its last valid step back;
+    its scan outputs are zero past its length (ONNX leaves them undefined)."""
+
+    def __init__(self, body: torch.nn.Module, n_state: int, n_scan_inputs: int, input_reversed: list[bool]) -> None:
+        super().__init__()
+        self.body = body
+        self.n_state = n_state
+        self.n_scan_inputs = n_scan_inputs
+        self.input_reversed = input_reversed
+
+    def forward(self, sequence_lens: Any, *inputs: Any) -> tuple[Any, ...]:
+        state = inputs[: self.n_state]
+        scanned = inputs[self.n_state: self.n_state + self.n_scan_inputs]
+        outer = inputs[self.n_state + self.n_scan_inputs:]
+        batch = (scanned or state)[0].shape[0]
+        longest = scanned[0].shape[1] if scanned else 0
+        lengths = [longest] * batch if sequence_lens is None else [int(n) for n in sequence_lens.reshape(-1).tolist()]
+        finals: list[list[Any]] = []
+        outputs: list[list[Any]] = []  # per batch entry, per scan output: the steps' elements
+        for entry, length in enumerate(lengths):
+            carried = [value[entry] for value in state]
+            steps: list[list[Any]] = []
+            for step in range(length):
+                slices = [value[entry].select(0, length - 1 - step if backward else step)
+                          for value, backward in zip(scanned, self.input_reversed)]
+                results = self.body(*carried, *slices, *outer)
+                carried = list(results[: self.n_state])
+                steps.append(list(results[self.n_state:]))
+            finals.append(carried)
+            outputs.append([list(found) for found in zip(*steps)] if steps else [])
+        stacked_state = [torch.stack([final[index] for final in finals]) for index in range(self.n_state)]
+        return (*stacked_state, *self._stack_outputs(outputs, longest, batch))
+
+    @staticmethod
+    def _stack_outputs(outputs: list[list[list[Any]]], longest: int, batch: int) -> list[Any]:
+        sample = next((entry for entry in outputs if entry), None)
+        if sample is None:
+            return []
+        stacked = []
+        for index, elements in enumerate(sample):
+            blank = torch.zeros_like(elements[0])
+            rows = []
+            for entry in outputs:
+                found = entry[index] if entry else []
+                rows.append(torch.stack([*found, *[blank] * (longest - len(found))]))
+            stacked.append(torch.stack(rows))
+        return stacked

@@ -3,9 +3,11 @@
 The builder walks a graph in order and keeps, for each IR value, the fx node (or the
 folded Python constant) that holds it.  Per ONNX node, in this order: Constants are
 not emitted (their value is read where it is used); If/Loop/Scan become control-flow
-submodules with bodies built by a nested builder; BatchNormalization and Dropout become
-the training-aware submodules; an op with a kernel in :mod:`.kernels` becomes a
-``call_function``; anything else an :class:`.eager_node.EagerNode` submodule.
+submodules with bodies built by a nested builder; a call of a model-local function is
+built in place, its body's nodes emitted into this graph (see :meth:`GraphBuilder.call_function`);
+BatchNormalization and Dropout become the training-aware submodules; an op with a kernel
+in :mod:`.kernels` becomes a ``call_function``; anything else an
+:class:`.eager_node.EagerNode` submodule.
 
 Weights (initializers anywhere, float Constants that look like weights) live on the
 root module only, named by :mod:`.names`, and are registered on first use, so a module
@@ -15,6 +17,7 @@ value of an enclosing scope, through extra placeholders its caller fills.
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import operator
 import re
@@ -28,7 +31,7 @@ from converter.torch_module import node_forms
 from converter.torch_module.eager_node import EagerNode, one_node_model
 from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.kernels import NEEDS_OUTPUT_COUNT, lookup
-from converter.torch_module.weights import WeightTable
+from converter.torch_module.weights import WeightTable, constant_array, fold_integers
 from dsl import ir
 from dsl.errors import ConversionError
 
@@ -60,8 +63,27 @@ class GraphBuilder:
         self.owner = owner
         self.is_root = is_root
         self.graph = torch.fx.Graph()
-        self.env: dict[ir.Value, Any] = {}
+        self.env: dict[ir.Value, Any] = {}  # None: an optional input a function call omits
         self.counter = 0
+        # Inside a function's body: the call's attributes its references read, the body's
+        # integer Constants (foldable like the model's), the callees being built, and the
+        # model's value each body input stands for.
+        self.bound: dict[str, ir.Attr] | None = None
+        self.local_constants: dict[ir.Value, np.ndarray] = {}
+        self.calling: tuple[ir.Function, ...] = ()
+        self.aliases: dict[ir.Value, ir.Value] = {}
+
+    def nested(self, owner: torch.nn.Module) -> GraphBuilder:
+        """A builder for a body held by a node of this graph (it sees the same attribute bindings)."""
+        builder = type(self)(self.table, owner, is_root=False)
+        builder.bound, builder.calling = self.bound, self.calling
+        builder.local_constants, builder.aliases = self.local_constants, self.aliases
+        return builder
+
+    def stored_buffer(self, value: ir.Value) -> bool:
+        """Whether ``value`` is (a function input standing for) a weight kept as a buffer."""
+        weight = self.table.weights.get(self.aliases.get(value, value))
+        return weight is not None and not weight.is_parameter
 
     # ----------------------------------------------------------------- naming
     def fx_name(self, text: str) -> str:
@@ -81,12 +103,12 @@ class GraphBuilder:
     def read(self, value: ir.Value, fold: bool = False) -> Any:
         """The fx node or folded constant standing for ``value``."""
         if fold:
-            folded = self.table.folded(value, _FOLD_LIMIT)
+            local = self.local_constants.get(value)
+            folded = self.table.folded(value, _FOLD_LIMIT) if local is None else fold_integers(local, _FOLD_LIMIT)
             if folded is not None:
                 return folded
-        found = self.env.get(value)
-        if found is not None:
-            return found
+        if value in self.env:
+            return self.env[value]
         if self.is_root and value in self.table.weights:
             target = self.table.register(value, self.owner)
             node = self.graph.create_node("get_attr", target, name=self.fx_name(value.name))
@@ -122,7 +144,14 @@ class GraphBuilder:
             self.emit(node, opsets)
 
     def emit(self, node: ir.Node, opsets: dict[str, int]) -> None:
+        if self.bound is not None:
+            node = self.with_bound_attributes(node)
+        if node.callee is not None:
+            self.call_function(node, opsets)
+            return
         domain = "" if node.domain == "ai.onnx" else node.domain
+        if domain == "" and node.op_type == "Constant" and self.bound is not None and self.emit_local_constant(node):
+            return
         version = opsets.get(domain, opsets.get("", 1))
         form = node_forms.special_form(node, version) if domain == "" and node.callee is None else None
         if form is not None:
@@ -163,6 +192,58 @@ class GraphBuilder:
         args += tuple(self.read(value) for value in outer)
         return self.call_module(module, f"eager_{node.op_type}", args, self.result_name(node))
 
+    # -------------------------------------------------------- model-local functions
+    def call_function(self, node: ir.Node, opsets: dict[str, int]) -> None:
+        """Build the callee's body in place: its inputs stand for the call's (an omitted one
+        for None), its attribute references read the call's attributes, its outputs become
+        the call's.  Inlined rather than a submodule, so gradients flow through it like
+        through any other node, and the body's weights are the caller's (on the root)."""
+        callee = node.callee
+        assert callee is not None
+        if callee in self.calling:
+            raise ConversionError(
+                f"function {callee.name!r} calls itself (through {' -> '.join(f.name for f in self.calling)})",
+                node.location, hint="ONNX functions may not be recursive; the model is damaged",
+            )
+        args = [None if value is None else self.read(value) for value in node.inputs]
+        args += [None] * (len(callee.inputs) - len(args))
+        saved = (self.env, self.bound, self.local_constants, self.calling, self.aliases)
+        self.aliases = {inner: self.aliases.get(value, value) for inner, value in zip(callee.inputs, node.inputs)
+                        if value is not None}
+        self.env = dict(zip(callee.inputs, args))
+        self.bound = ir.bound_attributes(callee, node.attributes)
+        self.local_constants = {}
+        self.calling = (*self.calling, callee)
+        own = {("" if domain == "ai.onnx" else domain): version for domain, version in callee.opset_imports.items()}
+        try:
+            self.build(callee.graph, {**opsets, **own})
+            results = [self.read(value) for value in callee.outputs]
+        finally:
+            self.env, self.bound, self.local_constants, self.calling, self.aliases = saved
+        for value, result in zip(node.outputs, results):
+            self.env[value] = result
+
+    def with_bound_attributes(self, node: ir.Node) -> ir.Node:
+        """``node`` with its references to the function's attributes replaced by their values."""
+        if self.bound is None or all(attr.ref_attr_name is None for attr in node.attributes.values()):
+            return node
+        attributes = {}
+        for name, attr in node.attributes.items():
+            resolved = ir.resolve_attribute(attr, self.bound)
+            if resolved is not None:
+                attributes[name] = resolved
+        return dataclasses.replace(node, attributes=attributes)
+
+    def emit_local_constant(self, node: ir.Node) -> bool:
+        """A Constant of a function body: a buffer of this call, foldable like the model's."""
+        if len(node.attributes) != 1 or not node.outputs:
+            return False
+        array = constant_array(next(iter(node.attributes.values())))
+        if array is None:
+            return False
+        self.local_constants[node.outputs[0]] = array
+        self.env[node.outputs[0]] = self.get_constant(array, node.outputs[0].name or "constant")
+        return True
 
     def call_module(self, module: torch.nn.Module, stem: str, args: tuple[Any, ...], name: str) -> torch.fx.Node:
         target = self.fresh_attribute(stem)

@@ -60,7 +60,7 @@ def build_module(model: ir.Model, outputs: Sequence[str] | None = None) -> OnnxM
     for value in model.graph.inputs:
         if value not in initialized:
             builder.placeholder(value)
-    builder.build(model.graph, _opsets(model), _needed_nodes(model.graph, results))
+    builder.build(model.graph, _opsets(model), set(ir.needed_nodes(model.graph, list(results))))
     builder.finish(list(results), as_tuple=False)
     module = OnnxModule(root, builder.graph, class_name="OnnxModule")
     module.onnx_model = model
@@ -85,22 +85,3 @@ def _values_named(graph: ir.Graph, names: Sequence[str]) -> list[ir.Value]:
             graph.location, hint="outputs= takes names of node outputs or inputs of the main graph",
         )
     return [found[name] for name in names]
-
-
-def _needed_nodes(graph: ir.Graph, outputs: Sequence[ir.Value]) -> set[ir.Node]:
-    """The main-graph nodes ``outputs`` depend on (reads inside bodies included)."""
-    needed: set[ir.Node] = set()
-    pending = list(outputs)
-    seen: set[ir.Value] = set()
-    while pending:
-        value = pending.pop()
-        if value in seen:
-            continue
-        seen.add(value)
-        node = value.producer
-        if node is None or node in needed:
-            continue
-        needed.add(node)
-        pending.extend(v for v in node.inputs if v is not None)
-        pending.extend(ir.outer_values(list(ir.subgraphs(node))))
-    return needed

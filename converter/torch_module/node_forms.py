@@ -77,8 +77,8 @@ def special_form(node: ir.Node, version: int) -> Form | None:
         return _if
     if node.op_type == "Loop" and "body" in node.attributes:
         return _loop
-    if node.op_type == "Scan" and version >= 9 and "body" in node.attributes:
-        return _scan
+    if node.op_type == "Scan" and "body" in node.attributes:
+        return _scan if version >= 9 else _batched_scan
     if node.op_type == "BatchNormalization" and _plain_batch_norm(node, version):
         return _batch_norm
     if node.op_type == "Dropout" and version >= 7:
@@ -104,7 +104,9 @@ def _attr(node: ir.Node, name: str, default: Any) -> Any:
 
 
 def _batch_norm(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
-    module = training.BatchNormalization(float(_attr(node, "epsilon", 1e-5)), float(_attr(node, "momentum", 0.9)))
+    stored = all(value is not None and builder.stored_buffer(value) for value in node.inputs[3:5])
+    module = training.BatchNormalization(float(_attr(node, "epsilon", 1e-5)), float(_attr(node, "momentum", 0.9)),
+                                         stored)
     args = tuple(builder.read(value) for value in node.inputs if value is not None)
     return builder.call_module(module, "BatchNormalization", args, builder.result_name(node)), False
 
@@ -118,7 +120,7 @@ def _dropout(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tu
 def _body(builder: GraphBuilder, graph: ir.Graph, outer: list[ir.Value], opsets: dict[str, int]) -> Any:
     """The GraphModule of a body taking its own inputs then ``outer``, returning a tuple."""
     owner = torch.nn.Module()
-    nested = type(builder)(builder.table, owner, is_root=False)
+    nested = builder.nested(owner)
     for value in [*graph.inputs, *outer]:
         nested.placeholder(value)
     nested.build(graph, opsets)
@@ -163,6 +165,27 @@ def _scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple
         [bool(d) for d in _attr(node, "scan_output_directions", [0] * n_scan_outputs)],
     )
     args = tuple(builder.read(value) for value in node.inputs if value is not None)
+    args += tuple(builder.read(value) for value in outer)
+    return builder.call_module(module, "Scan", args, builder.result_name(node)), True
+
+
+def _batched_scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
+    """Opset 8: ``(sequence_lens, *state, *scan_inputs)``, every input batched on axis 0."""
+    body: ir.Graph = node.attributes["body"].value
+    outer = ir.outer_values([body])
+    n_scan = int(_attr(node, "num_scan_inputs", 0))
+    sequence_lens, *rest = node.inputs or [None]
+    if not rest or any(value is None for value in rest) or n_scan > len(rest):
+        raise ConversionError(
+            f"an opset-8 Scan needs its states and {n_scan} scan inputs after sequence_lens", node.location,
+            hint="the model is damaged: onnx.checker.check_model names the node",
+        )
+    module = control_flow.BatchedScan(
+        _body(builder, body, outer, opsets), len(rest) - n_scan, n_scan,
+        [bool(d) for d in _attr(node, "directions", [0] * n_scan)],
+    )
+    args = (None if sequence_lens is None else builder.read(sequence_lens),
+            *(builder.read(value) for value in rest if value is not None))
     args += tuple(builder.read(value) for value in outer)
     return builder.call_module(module, "Scan", args, builder.result_name(node)), True
 

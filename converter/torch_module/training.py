@@ -3,7 +3,8 @@
 Each node becomes a small submodule that reads ``self.training``.  Parameters and
 running statistics stay on the root module (named after their ONNX values) and arrive
 as arguments, so ``state_dict`` keys do not depend on the node layout; BatchNorm
-updates the running buffers in place, exactly as ``torch.nn.BatchNorm2d`` does.  In
+updates the running buffers in place, exactly as ``torch.nn.BatchNorm2d`` does (statistics
+the graph computes are no buffers: nothing is updated, see :class:`BatchNormalization`).  In
 ``eval()`` both compute what onnxruntime computes for the node.
 """
 
@@ -21,24 +22,30 @@ class BatchNormalization(torch.nn.Module):
     """ONNX BatchNormalization (inference form) that uses batch statistics in training.
 
     ONNX's ``momentum`` m keeps m of the old running value; torch's keeps 1 - m of it.
+    ``stored`` says the mean and variance inputs are weights of the model (buffers on the
+    root, passed in as they are): ``train()`` updates them in place.  When the graph
+    computes them instead (an exporter tied them to another weight by an Identity, or
+    derives them from other values), there is no running statistic to update: ``train()``
+    normalises with the batch statistics alone, exactly
+    ``F.batch_norm(x, None, None, scale, bias, training=True)``, and leaves the computed
+    values untouched; ``eval()`` normalises with them as onnxruntime does.
     """
 
-    def __init__(self, epsilon: float, momentum: float) -> None:
+    def __init__(self, epsilon: float, momentum: float, stored: bool = True) -> None:
         super().__init__()
         self.epsilon = epsilon
         self.momentum = momentum
+        self.stored = stored
 
     def extra_repr(self) -> str:
-        return f"epsilon={self.epsilon}, momentum={self.momentum}"
+        return f"epsilon={self.epsilon}, momentum={self.momentum}, stored={self.stored}"
 
     def forward(self, x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
                 var: torch.Tensor) -> torch.Tensor:
         if self.training:
-            if mean.requires_grad or var.requires_grad:
-                # Statistics computed in the graph (an exporter tied them to another weight by an
-                # Identity): nothing to update, so batch statistics only.
-                mean, var = mean.detach().clone(), var.detach().clone()
-            return F.batch_norm(x, mean, var, scale, bias, True, 1.0 - self.momentum, self.epsilon)
+            if self.stored and not (mean.requires_grad or var.requires_grad):
+                return F.batch_norm(x, mean, var, scale, bias, True, 1.0 - self.momentum, self.epsilon)
+            return F.batch_norm(x, None, None, scale, bias, True, 0.0, self.epsilon)
         if mean.requires_grad or var.requires_grad:  # torch's kernel refuses gradients for the statistics
             shape = [1, -1] + [1] * (x.dim() - 2)
             factor = scale * torch.rsqrt(var + self.epsilon)  # per channel first: two passes over x, not four

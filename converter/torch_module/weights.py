@@ -22,7 +22,8 @@ from converter.torch_module.names import onnx_name, torch_name
 from dsl import ir, types
 from dsl.errors import ConversionError
 
-__all__ = ["WeightTable", "Weight", "proto_with_weights", "RESERVED"]
+__all__ = ["WeightTable", "Weight", "proto_with_weights", "RESERVED", "constant_array", "fold_integers",
+           "running_statistics"]
 
 FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 RESERVED = frozenset(dir(torch.fx.GraphModule)) | {"training", "graph", "code", "meta", "to_onnx", "onnx_names"}
@@ -46,27 +47,30 @@ class WeightTable:
         self.constants: dict[ir.Value, np.ndarray] = {}
         self.graph_inputs = set(model.graph.inputs)
         self.uses = ir.use_counts(model.graph)
+        for function in _functions(model):  # (their calls are built in place: their values are read too)
+            for value, count in ir.use_counts(function.graph).items():
+                self.uses[value] = self.uses.get(value, 0) + count
         self.registered: dict[str, str] = {}  # torch name -> ONNX name, in registration order
-        statistics = _running_statistics(model.graph)
+        self.statistics = running_statistics(model)
         for node, _ in ir.walk(model.graph):
             self._add_constant(node)
         for graph in [model.graph, *(sub for node, _ in ir.walk(model.graph) for sub in ir.subgraphs(node))]:
             for value in graph.initializers:
                 if value.initializer is not None:
-                    frozen = value in statistics or "$constant" in value.name
+                    frozen = value in self.statistics or "$constant" in value.name
                     self._add_weight(value, value.initializer, not frozen)
 
     def _add_constant(self, node: ir.Node) -> None:
         if node.domain not in ("", "ai.onnx") or node.op_type != "Constant" or len(node.attributes) != 1:
             return
         (attr,) = node.attributes.values()
-        array = _constant_array(attr)
+        array = constant_array(attr)
         if array is None or not node.outputs:
             return
         value = node.outputs[0]
         self.constants[value] = array
         if attr.name == "value" and attr.value.elem_type in FLOAT_TYPES and array.size > 1:
-            self._add_weight(value, attr.value, "$constant" not in value.name)
+            self._add_weight(value, attr.value, "$constant" not in value.name and value not in self.statistics)
 
     def _add_weight(self, value: ir.Value, tensor: ir.Tensor, trains: bool) -> None:
         name = torch_name(value.name, RESERVED)
@@ -85,11 +89,7 @@ class WeightTable:
     def folded(self, value: ir.Value, limit: int) -> int | tuple[int, ...] | None:
         """An integer constant of at most ``limit`` elements as a Python int (0-d) or tuple (1-d)."""
         array = self.constants.get(value)
-        if array is None or value in self.graph_inputs or array.dtype.kind not in "iu" or array.ndim > 1:
-            return None
-        if array.size > limit:
-            return None
-        return int(array) if array.ndim == 0 else tuple(int(item) for item in array)
+        return None if array is None or value in self.graph_inputs else fold_integers(array, limit)
 
     def register(self, value: ir.Value, root: torch.nn.Module) -> str:
         """Put the weight on ``root`` (once) and return its attribute name."""
@@ -110,15 +110,44 @@ class WeightTable:
         return weight.torch_name
 
 
-def _running_statistics(graph: ir.Graph) -> set[ir.Value]:
+def fold_integers(array: np.ndarray, limit: int) -> int | tuple[int, ...] | None:
+    """An integer array of at most ``limit`` elements as a Python int (0-d) or tuple (1-d)."""
+    if array.dtype.kind not in "iu" or array.ndim > 1 or array.size > limit:
+        return None
+    return int(array) if array.ndim == 0 else tuple(int(item) for item in array)
+
+
+def _functions(model: ir.Model) -> list[ir.Function]:
+    """The model's functions and every function its graphs call."""
+    main = ir.Function("main", model.graph)
+    found = {id(function): function for function in model.functions}
+    for function in [*model.functions, main]:
+        found.update((id(callee), callee) for callee in function.callees())
+    return list(found.values())
+
+
+def running_statistics(model: ir.Model) -> set[ir.Value]:
+    """The values BatchNormalization nodes read as running mean and variance, in any graph,
+    or through the inputs of the functions that hold such nodes (a call passes its own)."""
     found: set[ir.Value] = set()
-    for node, _ in ir.walk(graph):
-        if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
-            found.update(value for value in node.inputs[3:5] if value is not None)
+    positions: dict[int, set[int]] = {}  # id(function) -> its inputs read as statistics
+    for function in [*ir.Function("main", model.graph).callees(), ir.Function("main", model.graph)]:
+        read: set[ir.Value] = set()
+        for node, _ in ir.walk(function.graph):
+            if node.callee is not None:
+                chosen = [node.inputs[i] for i in positions.get(id(node.callee), ()) if i < len(node.inputs)]
+            elif node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx"):
+                chosen = node.inputs[3:5]
+            else:
+                continue
+            read.update(value for value in chosen if value is not None)
+        positions[id(function)] = {i for i, value in enumerate(function.inputs) if value in read}
+        found |= read
     return found
 
 
-def _constant_array(attr: ir.Attr) -> np.ndarray | None:
+def constant_array(attr: ir.Attr) -> np.ndarray | None:
+    """The array a Constant node's one attribute holds (None for a reference or a sparse value)."""
     if attr.ref_attr_name is not None:
         return None
     if attr.kind == ir.AttrKind.TENSOR:

@@ -210,11 +210,7 @@ class _Inliner:
         self, attr: ir.Attr, mapping: dict[Any, Any], attr_values: dict[str, ir.Attr] | None, keep_names: bool
     ) -> ir.Attr | None:
         if attr.ref_attr_name is not None and attr_values is not None:
-            bound = attr_values.get(attr.ref_attr_name)
-            if bound is None:
-                return None
-            return ir.Attr(attr.name, bound.kind, bound.value, ref_attr_name=bound.ref_attr_name,
-                           doc_string=attr.doc_string, location=attr.location)
+            return ir.resolve_attribute(attr, attr_values)
         value = attr.value
         if attr.kind == ir.AttrKind.GRAPH and value is not None:
             value = self.copy_graph(value, mapping, attr_values, keep_names)
@@ -253,10 +249,7 @@ class _Inliner:
     ) -> None:
         if callee not in self.inlined:
             self.inlined.append(callee)
-        bound = dict(attributes)
-        for param in callee.attr_params:
-            if param.name not in bound and param.default is not None:
-                bound[param.name] = param.default
+        bound = ir.bound_attributes(callee, attributes)
         inner: dict[Any, Any] = dict(zip(callee.inputs, inputs))
         first_new = len(out)
         for inner_node in callee.graph.nodes:
