@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from converter.torch_module import node_forms
+from converter.torch_module import fusion, node_forms, shape_values
 from converter.torch_module.eager_node import EagerNode, one_node_model
 from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.kernels import NEEDS_OUTPUT_COUNT, lookup
@@ -61,6 +61,7 @@ class GraphBuilder:
         self.is_root = is_root
         self.graph = torch.fx.Graph()
         self.env: dict[ir.Value, Any] = {}
+        self.shapes: dict[ir.Value, shape_values.ShapeValue] = {}  # values followed as Python ints
         self.counter = 0
 
     # ----------------------------------------------------------------- naming
@@ -84,10 +85,14 @@ class GraphBuilder:
             folded = self.table.folded(value, _FOLD_LIMIT)
             if folded is not None:
                 return folded
+            if value in self.shapes:
+                return self.shapes[value].operand()
         found = self.env.get(value)
         if found is not None:
             return found
-        if self.is_root and value in self.table.weights:
+        if value in self.shapes:
+            node = shape_values.as_tensor(self, self.shapes[value], self.fx_name(value.name))
+        elif self.is_root and value in self.table.weights:
             target = self.table.register(value, self.owner)
             node = self.graph.create_node("get_attr", target, name=self.fx_name(value.name))
         else:
@@ -123,6 +128,8 @@ class GraphBuilder:
 
     def emit(self, node: ir.Node, opsets: dict[str, int]) -> None:
         domain = "" if node.domain == "ai.onnx" else node.domain
+        if domain == "" and shape_values.fold(self, node):
+            return
         version = opsets.get(domain, opsets.get("", 1))
         form = node_forms.special_form(node, version) if domain == "" and node.callee is None else None
         if form is not None:
@@ -185,3 +192,4 @@ class GraphBuilder:
     def finish(self, outputs: list[ir.Value], as_tuple: bool) -> None:
         results = [self.read(value) for value in outputs]
         self.graph.output(tuple(results) if as_tuple or len(results) != 1 else results[0])
+        fusion.fuse_matmul_add(self.graph)
