@@ -82,7 +82,7 @@ def _large_step(step: str, folder: str) -> dict[str, Any]:
         (output,) = eager.run(model_path, [np.ones((1, width), np.float32)])
         assert output.shape == (1, width)
     elif step == "to_torch":
-        module = converter.to_torch(converter.load_model(model_path))  # type: ignore[attr-defined]
+        module = converter.to_torch(model_path)  # type: ignore[attr-defined]
         assert module is not None
     return {"seconds": time.perf_counter() - start, "peak": _peak_bytes(), "baseline": baseline}
 

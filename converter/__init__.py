@@ -355,6 +355,10 @@ def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None) -> 
     """
     from converter.torch_module import build_module
 
+    if isinstance(model_or_path_or_ir, (str, os.PathLike)):
+        # read here, the model is the module's alone: the parameters take its weight arrays'
+        # memory instead of a second copy (a proto or ir.Model passed in is the caller's)
+        return build_module(load_model(model_or_path_or_ir), outputs, share_weights=True)
     return build_module(_ir_model(model_or_path_or_ir), outputs)
 
 

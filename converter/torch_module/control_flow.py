@@ -12,9 +12,13 @@ long as its ``sequence_lens`` entry.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from dsl.errors import ConversionError
 
 __all__ = ["If", "Loop", "Scan", "BatchedScan"]
 
@@ -32,8 +36,51 @@ class If(torch.nn.Module):
         self.else_branch = else_branch
 
     def forward(self, condition: Any, *outer: Any) -> tuple[Any, ...]:
+        if isinstance(condition, torch.Tensor) and _tracing():
+            # torch.export cannot read the condition's value: both branches go into the
+            # exported program (eager runs and torch.compile, which breaks the graph there
+            # and so allows branches of different shapes, take the branch in Python)
+            chosen = torch.cond(condition.reshape(()), _Branch(self.then_branch), _Branch(self.else_branch), outer)
+            return tuple(chosen)
         branch = self.then_branch if _truth(condition) else self.else_branch
         return tuple(branch(*outer))
+
+
+class _Branch:
+    """A branch as ``torch.cond`` calls it: operands in, a tuple out.  torch.cond refuses
+    an output that aliases an operand (an ONNX branch that is an Identity of an outer
+    value), so each output is a copy; only traced graphs run this."""
+
+    def __init__(self, body: torch.nn.Module) -> None:
+        self.body = body
+
+    def __call__(self, *operands: Any) -> tuple[Any, ...]:
+        return tuple(value.clone() if isinstance(value, torch.Tensor) else value for value in self.body(*operands))
+
+
+def _tracing() -> bool:
+    return bool(torch.compiler.is_exporting())
+
+
+def _explains_data_dependence(forward: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
+    """torch.export traces one straight graph: a Loop runs there only while its trip count
+    and condition are known when tracing (a constant trip count unrolls it)."""
+
+    @functools.wraps(forward)
+    def traced(*args: Any) -> tuple[Any, ...]:
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+        try:
+            return forward(*args)
+        except GuardOnDataDependentSymNode as error:
+            raise ConversionError(
+                "a Loop whose trip count or condition is computed from the model's data cannot be traced "
+                "(torch.export needs every iteration known when tracing)",
+                hint="give the Loop a constant trip count and a condition that stays true, or run the module "
+                     "eagerly or under torch.compile, which evaluate the loop in Python",
+            ) from error
+
+    return traced
 
 
 class Loop(torch.nn.Module):
@@ -45,6 +92,7 @@ class Loop(torch.nn.Module):
         self.n_carried = n_carried
         self.scan_dtypes = scan_dtypes
 
+    @_explains_data_dependence
     def forward(self, trip_count: Any, condition: Any, *rest: Any) -> tuple[Any, ...]:
         carried = list(rest[: self.n_carried])
         outer = rest[self.n_carried:]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from converter.torch_module import node_forms
+from converter.torch_module import fusion, node_forms, shape_values
 from converter.torch_module.eager_node import EagerNode, one_node_model
 from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.kernels import NEEDS_OUTPUT_COUNT, lookup
@@ -64,6 +64,7 @@ class GraphBuilder:
         self.is_root = is_root
         self.graph = torch.fx.Graph()
         self.env: dict[ir.Value, Any] = {}  # None: an optional input a function call omits
+        self.shapes: dict[ir.Value, shape_values.ShapeValue] = {}  # values followed as Python ints
         self.counter = 0
         # Inside a function's body: the call's attributes its references read, the body's
         # integer Constants (foldable like the model's), the callees being built, and the
@@ -72,12 +73,17 @@ class GraphBuilder:
         self.local_constants: dict[ir.Value, np.ndarray] = {}
         self.calling: tuple[ir.Function, ...] = ()
         self.aliases: dict[ir.Value, ir.Value] = {}
+        # Values that may hold what torch has no tensor for (strings...) though their type
+        # is not recorded (an eager node's untyped outputs, a function body's inputs): their
+        # readers run eagerly too.
+        self.lacking: set[ir.Value] = set()
 
     def nested(self, owner: torch.nn.Module) -> GraphBuilder:
         """A builder for a body held by a node of this graph (it sees the same attribute bindings)."""
         builder = type(self)(self.table, owner, is_root=False)
         builder.bound, builder.calling = self.bound, self.calling
         builder.local_constants, builder.aliases = self.local_constants, self.aliases
+        builder.lacking = self.lacking
         return builder
 
     def stored_buffer(self, value: ir.Value) -> bool:
@@ -107,9 +113,13 @@ class GraphBuilder:
             folded = self.table.folded(value, _FOLD_LIMIT) if local is None else fold_integers(local, _FOLD_LIMIT)
             if folded is not None:
                 return folded
+            if value in self.shapes:
+                return self.shapes[value].operand()
         if value in self.env:
             return self.env[value]
-        if self.is_root and value in self.table.weights:
+        if value in self.shapes:
+            node = shape_values.as_tensor(self, self.shapes[value], self.fx_name(value.name))
+        elif self.is_root and value in self.table.weights:
             target = self.table.register(value, self.owner)
             node = self.graph.create_node("get_attr", target, name=self.fx_name(value.name))
         else:
@@ -152,18 +162,23 @@ class GraphBuilder:
         domain = "" if node.domain == "ai.onnx" else node.domain
         if domain == "" and node.op_type == "Constant" and self.bound is not None and self.emit_local_constant(node):
             return
+        if domain == "" and shape_values.fold(self, node):
+            return
         version = opsets.get(domain, opsets.get("", 1))
         form = node_forms.special_form(node, version) if domain == "" and node.callee is None else None
         if form is not None:
             result, as_tuple = form(self, node, opsets)
         else:
             kernel = lookup(domain, node.op_type, version) if node.callee is None else None
-            if kernel is not None and node_forms.kernel_can_take(node) and not node_forms.uses_types_torch_lacks(node):
+            lacks = node_forms.uses_types_torch_lacks(node) or any(value in self.lacking for value in node.inputs)
+            if kernel is not None and node_forms.kernel_can_take(node) and not lacks:
                 result = self.call_kernel(kernel, node)
                 as_tuple = node_forms.returns_tuple(domain, node.op_type)
             else:
-                result = self.call_eager(node)
+                result = self.call_eager(node, opsets)
                 as_tuple = len(node.outputs) > 1
+                if lacks:
+                    self.lacking.update(value for value in node.outputs if not node_forms.torch_has_type(value))
         self.bind_outputs(node, result, as_tuple)
 
     def call_kernel(self, kernel: Any, node: ir.Node) -> torch.fx.Node:
@@ -184,9 +199,9 @@ class GraphBuilder:
             return [self.get_constant(tensor.array, attr.name) for tensor in attr.value]
         return list(attr.value) if isinstance(attr.value, list) else attr.value
 
-    def call_eager(self, node: ir.Node) -> torch.fx.Node:
+    def call_eager(self, node: ir.Node, opsets: dict[str, int]) -> torch.fx.Node:
         outer = ir.outer_values([sub for sub in ir.subgraphs(node)])
-        module = EagerNode(repr(node)[:200], one_node_model(node, outer, self.table.model),
+        module = EagerNode(repr(node)[:200], one_node_model(node, outer, self.table.model, opsets),
                            [bool(value.name) for value in node.outputs])
         args = tuple(self.read(value) for value in node.inputs if value is not None)
         args += tuple(self.read(value) for value in outer)
@@ -205,23 +220,37 @@ class GraphBuilder:
                 f"function {callee.name!r} calls itself (through {' -> '.join(f.name for f in self.calling)})",
                 node.location, hint="ONNX functions may not be recursive; the model is damaged",
             )
-        args = [None if value is None else self.read(value) for value in node.inputs]
-        args += [None] * (len(callee.inputs) - len(args))
-        saved = (self.env, self.bound, self.local_constants, self.calling, self.aliases)
+        given = [*node.inputs, *[None] * (len(callee.inputs) - len(node.inputs))]
+        # a shape value passed in stays one inside (the body's own are per call)
+        shapes = {inner: self.shapes[value] for inner, value in zip(callee.inputs, given)
+                  if value is not None and value in self.shapes}
+        env = {inner: None if value is None else self.read(value)
+               for inner, value in zip(callee.inputs, given) if inner not in shapes}
+        lacking = {inner for inner, value in zip(callee.inputs, given)
+                   if value is not None and (value in self.lacking or not node_forms.torch_has_type(value, True))}
+        saved = (self.env, self.shapes, self.bound, self.local_constants, self.calling, self.aliases, self.lacking)
         self.aliases = {inner: self.aliases.get(value, value) for inner, value in zip(callee.inputs, node.inputs)
                         if value is not None}
-        self.env = dict(zip(callee.inputs, args))
+        self.env, self.shapes, self.lacking = env, shapes, lacking
         self.bound = ir.bound_attributes(callee, node.attributes)
         self.local_constants = {}
         self.calling = (*self.calling, callee)
         own = {("" if domain == "ai.onnx" else domain): version for domain, version in callee.opset_imports.items()}
         try:
             self.build(callee.graph, {**opsets, **own})
-            results = [self.read(value) for value in callee.outputs]
+            results = []
+            for value in callee.outputs:
+                shape = self.shapes.get(value) if value not in self.env else None
+                results.append((self.read(value) if shape is None else None, shape))
         finally:
-            self.env, self.bound, self.local_constants, self.calling, self.aliases = saved
-        for value, result in zip(node.outputs, results):
-            self.env[value] = result
+            lacked = [value in self.lacking for value in callee.outputs]
+            self.env, self.shapes, self.bound, self.local_constants, self.calling, self.aliases, self.lacking = saved
+        self.lacking.update(value for value, lacks in zip(node.outputs, lacked) if lacks)
+        for value, (result, shape) in zip(node.outputs, results):
+            if shape is not None:
+                self.shapes[value] = shape
+            else:
+                self.env[value] = result
 
     def with_bound_attributes(self, node: ir.Node) -> ir.Node:
         """``node`` with its references to the function's attributes replaced by their values."""
@@ -266,3 +295,4 @@ class GraphBuilder:
     def finish(self, outputs: list[ir.Value], as_tuple: bool) -> None:
         results = [self.read(value) for value in outputs]
         self.graph.output(tuple(results) if as_tuple or len(results) != 1 else results[0])
+        fusion.fuse_matmul_add(self.graph)

@@ -10,9 +10,13 @@ import torch
 __all__ = ["to_tensor"]
 
 
-def to_tensor(array: np.ndarray) -> Any:
-    """A torch tensor owning a copy of ``array`` (strings and dtypes torch lacks stay numpy)."""
+def to_tensor(array: np.ndarray, share: bool = False) -> Any:
+    """A torch tensor of ``array`` (strings and dtypes torch lacks stay numpy): a copy, or
+    with ``share`` (the caller owns ``array`` and lets the tensor write into it) the
+    array's own memory when it is writable."""
     from eager.values import numpy_to_torch
 
-    converted = numpy_to_torch(np.array(array, copy=True))
-    return converted.clone() if isinstance(converted, torch.Tensor) else converted
+    if share and array.flags.writeable and array.dtype.kind in "biufc":
+        return numpy_to_torch(array)
+    converted = numpy_to_torch(np.array(array, copy=True))  # (the tensor takes the copy's memory)
+    return converted.contiguous() if isinstance(converted, torch.Tensor) else converted

@@ -49,10 +49,11 @@ class OnnxModule(torch.fx.GraphModule):
         return result
 
 
-def build_module(model: ir.Model, outputs: Sequence[str] | None = None) -> OnnxModule:
+def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share_weights: bool = False) -> OnnxModule:
     """``model`` as an :class:`OnnxModule` computing ``outputs`` (value names; default the
-    model's outputs)."""
-    table = WeightTable(model)
+    model's outputs).  ``share_weights``: ``model`` is the module's alone, so its weight
+    arrays become the parameters' memory (no second copy; training writes into them)."""
+    table = WeightTable(model, share_weights)
     root = torch.nn.Module()
     builder = GraphBuilder(table, root, is_root=True)
     results = model.graph.outputs if outputs is None else _values_named(model.graph, outputs)

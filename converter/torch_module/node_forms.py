@@ -146,7 +146,8 @@ def _loop(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple
     n_carried = len(inputs) - 2
     scan_dtypes = [_torch_dtype(value.type) for value in body.outputs[1 + n_carried:]]
     module = control_flow.Loop(_body(builder, body, outer, opsets), n_carried, scan_dtypes)
-    args = tuple(None if value is None else builder.read(value) for value in inputs)
+    # a trip count known when converting is a Python int: torch.export unrolls the loop
+    args = tuple(None if value is None else builder.read(value, fold=index == 0) for index, value in enumerate(inputs))
     args += tuple(builder.read(value) for value in outer)
     return builder.call_module(module, "Loop", args, builder.result_name(node)), True
 

@@ -26,6 +26,7 @@ __all__ = ["WeightTable", "Weight", "proto_with_weights", "RESERVED", "constant_
            "running_statistics"]
 
 FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+_SHARED_BYTES = 1 << 16  # weights from this size on may share their array (see WeightTable.share_weights)
 RESERVED = frozenset(dir(torch.fx.GraphModule)) | {"training", "graph", "code", "meta", "to_onnx", "onnx_names"}
 
 
@@ -41,8 +42,12 @@ class Weight(NamedTuple):
 class WeightTable:
     """The weights and constants of one model, shared by every graph builder."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self, model: ir.Model, share_weights: bool = False) -> None:
         self.model = model
+        # the model's weight arrays become the tensors' memory (the caller made the model for
+        # this module alone); each array serves one tensor, so two weights never alias
+        self.share_weights = share_weights
+        self._shared: set[int] = set()
         self.weights: dict[ir.Value, Weight] = {}
         self.constants: dict[ir.Value, np.ndarray] = {}
         self.graph_inputs = set(model.graph.inputs)
@@ -98,7 +103,7 @@ class WeightTable:
             if self.registered[weight.torch_name] != weight.onnx_name:
                 raise ConversionError(f"two weights are named {weight.onnx_name!r}", value.location)
             return weight.torch_name
-        tensor = to_tensor(weight.tensor.array)
+        tensor = to_tensor(weight.tensor.array, share=self._may_share(weight.tensor.array))
         if not isinstance(tensor, torch.Tensor):
             # strings, 4-bit types: a plain attribute, not part of the state_dict
             setattr(root, weight.torch_name, tensor)
@@ -108,6 +113,21 @@ class WeightTable:
             root.register_buffer(weight.torch_name, tensor)
         self.registered[weight.torch_name] = weight.onnx_name
         return weight.torch_name
+
+    def _may_share(self, array: np.ndarray) -> bool:
+        """Whether a weight's tensor may take ``array``'s memory: a large array holding its
+        own data (the reader shares only tiny arrays between tensors), not taken yet.  The
+        reader marks its arrays read-only; this model being the module's alone, the array
+        becomes writable for the optimizer."""
+        if (not self.share_weights or not isinstance(array, np.ndarray) or array.base is not None
+                or not array.flags.owndata or array.nbytes < _SHARED_BYTES or array.dtype.kind not in "biufc"):
+            return False
+        address = array.__array_interface__["data"][0]
+        if address in self._shared:
+            return False
+        self._shared.add(address)
+        array.flags.writeable = True
+        return True
 
 
 def fold_integers(array: np.ndarray, limit: int) -> int | tuple[int, ...] | None:

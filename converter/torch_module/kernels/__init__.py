@@ -18,7 +18,8 @@ Contract between this package and the module builder (``converter/torch_module``
     when the op's newest schema allows more than one output (at every version, so
     MaxPool-1 returns ``(Y, Indices)`` too).
   - the ops in ``NEEDS_OUTPUT_COUNT`` (Split without sizes divides into as many parts as
-    the node has outputs) also take the keyword ``output_count=len(node outputs)``.
+    the node has outputs; LayerNormalization binding only Y runs fused) also take the
+    keyword ``output_count=len(node outputs)``.
 * ``arguments.torch_dtype`` / ``arguments.onnx_type`` map ONNX element types to torch
   dtypes and back; ``arguments.ints`` reads a shape-like argument.
 * Kernels implement inference (``eval()``) semantics; the builder owns training mode
@@ -234,7 +235,7 @@ KERNELS: Mapping[tuple[str, str], tuple[tuple[int, Kernel], ...]] = {
 
 
 # Ops whose kernel needs the number of outputs the node binds (keyword ``output_count``).
-NEEDS_OUTPUT_COUNT: frozenset[tuple[str, str]] = frozenset({("", "Split")})
+NEEDS_OUTPUT_COUNT: frozenset[tuple[str, str]] = frozenset({("", "Split"), ("", "LayerNormalization")})
 
 
 def lookup(domain: str, op_type: str, opset_version: int) -> Kernel | None:

@@ -35,9 +35,10 @@ def ints(value: IntsLike) -> tuple[int, ...]:
         return ()
     if isinstance(value, torch.Tensor):
         return tuple(int(v) for v in value.reshape(-1).tolist())
-    if isinstance(value, int):
+    if isinstance(value, (int, torch.SymInt)):
         return (value,)
-    return tuple(int(v) for v in value)
+    # a symbolic size (torch.export, torch.compile) stays symbolic: int() would fix its value
+    return tuple(v if isinstance(v, torch.SymInt) else int(v) for v in value)
 
 
 def optional_ints(value: IntsLike) -> tuple[int, ...] | None:

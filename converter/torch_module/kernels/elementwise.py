@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from converter.torch_module.kernels.arguments import is_floating, onnx_type, torch_dtype, widen
+from converter.torch_module.kernels.arguments import WIDENED, is_floating, onnx_type, torch_dtype, widen
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -32,16 +32,22 @@ def _binary(a: torch.Tensor, b: torch.Tensor, axis: int | None) -> tuple[torch.T
 
 
 def add(a: torch.Tensor, b: torch.Tensor, broadcast: int = 0, axis: int | None = None) -> torch.Tensor:
+    if axis is None and a.dtype == b.dtype and a.dtype not in WIDENED:
+        return a + b
     x, y = _binary(a, b, axis)
     return (x + y).to(a.dtype)
 
 
 def sub(a: torch.Tensor, b: torch.Tensor, broadcast: int = 0, axis: int | None = None) -> torch.Tensor:
+    if axis is None and a.dtype == b.dtype and a.dtype not in WIDENED:
+        return a - b
     x, y = _binary(a, b, axis)
     return (x - y).to(a.dtype)
 
 
 def mul(a: torch.Tensor, b: torch.Tensor, broadcast: int = 0, axis: int | None = None) -> torch.Tensor:
+    if axis is None and a.dtype == b.dtype and a.dtype not in WIDENED:
+        return a * b
     x, y = _binary(a, b, axis)
     return (x * y).to(a.dtype)
 

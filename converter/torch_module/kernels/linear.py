@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from converter.torch_module.kernels.arguments import widen
+from converter.torch_module.kernels.arguments import WIDENED, widen
 
 
 def gemm(
@@ -28,7 +29,19 @@ def gemm(
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype not in WIDENED and b.dtype not in WIDENED:
+        return torch.matmul(a, b)
     return torch.matmul(widen(a), widen(b)).to(a.dtype)
+
+
+def matmul_add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``Add(MatMul(a, b), c)`` (either Add operand order: the sum is the same), as one
+    ``addmm`` when ``b`` is a float matrix and ``c`` a vector along its columns."""
+    if (b.dim() == 2 and a.dim() >= 1 and c.dim() == 1 and c.shape[0] == b.shape[1]
+            and a.dtype == b.dtype == c.dtype and a.is_floating_point()):
+        return F.linear(a, b.t(), c)
+    product = matmul(a, b)
+    return (widen(product) + widen(c)).to(product.dtype)
 
 
 def _shifted(x: torch.Tensor, zero_point: torch.Tensor | None, row_wise: bool) -> torch.Tensor:

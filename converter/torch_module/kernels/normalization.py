@@ -83,9 +83,18 @@ def layer_normalization(
     axis: int = -1,
     epsilon: float = 1e-5,
     stash_type: int = 1,
+    *,
+    output_count: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Y, Mean and InvStdDev (the last two keep the normalised axes as size 1)."""
-    dims = tuple(range(normalize_axis(axis, x.dim()), x.dim()))
+    """Y, Mean and InvStdDev (the last two keep the normalised axes as size 1).
+
+    A node binding only Y (``output_count=1``) whose scale and bias have the normalised
+    shape runs torch's fused layer norm when it computes in the stash type anyway (its
+    Mean and InvStdDev carry no gradient, so it serves only nodes that never read them)."""
+    first = normalize_axis(axis, x.dim())
+    if output_count == 1 and _fused_layer_norm_fits(x, scale, b, first, stash_type):
+        return torch.native_layer_norm(x, x.shape[first:], scale, b, epsilon)
+    dims = tuple(range(first, x.dim()))
     wide = _stashed(x, stash_type)
     mean = wide.mean(dim=dims, keepdim=True)
     inv_std = torch.rsqrt((wide - mean).pow(2).mean(dim=dims, keepdim=True) + epsilon)
@@ -93,6 +102,14 @@ def layer_normalization(
     if b is not None:
         y = y + b
     return y, mean, inv_std
+
+
+def _fused_layer_norm_fits(x: torch.Tensor, scale: torch.Tensor, b: torch.Tensor | None, first: int,
+                           stash_type: int) -> bool:
+    computes_in_stash_type = x.dtype == torch.float64 or (x.dtype == torch.float32 and stash_type == 1)
+    normalised = x.shape[first:]
+    return (computes_in_stash_type and scale.shape == normalised and scale.dtype == x.dtype
+            and (b is None or (b.shape == normalised and b.dtype == x.dtype)))
 
 
 def _group_statistics(x: torch.Tensor, num_groups: int, epsilon: float, stash_type: int) -> torch.Tensor:

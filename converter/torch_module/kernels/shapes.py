@@ -11,6 +11,7 @@ keyword, the input as a positional argument.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -158,6 +159,22 @@ def pad(
 
 def shape(data: torch.Tensor, start: int = 0, end: int | None = None) -> torch.Tensor:
     return torch.tensor(data.shape[start:end], dtype=torch.int64, device=data.device)
+
+
+def shape_tensor(sizes: Sequence[int] | int, like: torch.Tensor, scalar: bool) -> torch.Tensor:
+    """The int64 tensor of sizes the builder followed as Python ints (on ``like``'s device):
+    one size when ``scalar``, else a sequence of them."""
+    values = sizes if scalar else list(cast(Sequence[int], sizes))
+    return torch.tensor(values, dtype=torch.int64, device=like.device)
+
+
+def truncated_division(a: int, b: int) -> int:
+    """ONNX's integer Div (rounds toward zero) on Python ints, exact at any size (symbolic
+    sizes divide as floats, exact for any size a tensor can have)."""
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return torch.sym_int(a / b)
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
 
 
 def size(data: torch.Tensor) -> torch.Tensor:
