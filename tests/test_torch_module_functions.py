@@ -301,6 +301,60 @@ def test_a_recursive_function_is_a_dsl_error() -> None:
         converter.to_torch(model)
 
 
+def _string_model(nodes: list[onnx.NodeProto], functions: list[onnx.FunctionProto]) -> onnx.ModelProto:
+    strings = onnx.TensorProto.STRING
+    graph = oh.make_graph(nodes, "main", [oh.make_tensor_value_info("x", strings, [4])],
+                          [oh.make_tensor_value_info("y", strings, [4])])
+    return oh.make_model(graph, functions=functions,
+                         opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("my.text", 1)])
+
+
+@pytest.mark.parametrize("through", ["a function's untyped body", "untyped values of the main graph"])
+def test_strings_reach_no_torch_kernel_where_their_type_is_not_recorded(through: str) -> None:
+    """A body's values (and a graph's intermediate values) often carry no type: a kernel fed
+    strings there would fail inside torch.  Readers of a string-typed value, and of an eager
+    node's untyped outputs when it read strings, run eagerly, through calls too."""
+    swap = [oh.make_node("Split", ["s"], ["first", "second"], axis=0, num_outputs=2),
+            oh.make_node("Concat", ["second", "first"], ["y"], axis=0)]
+    if through == "a function's untyped body":
+        function = oh.make_function("my.text", "swap_halves", ["s"], ["y"], swap, [oh.make_opsetid("", 18)])
+        model = _string_model([oh.make_node("swap_halves", ["x"], ["y"], domain="my.text")], [function])
+    else:
+        model = _string_model([oh.make_node("Identity", ["x"], ["s"]), *swap], [])
+    onnx.checker.check_model(model, full_check=True)
+    x = np.array(["a", "b", "c", "d"], dtype=object)
+    module = converter.to_torch(model)
+    np.testing.assert_array_equal(module(x), run(model, [x])[0])
+    np.testing.assert_array_equal(module(x), np.array(["c", "d", "a", "b"], dtype=object))
+
+
+def test_shape_arithmetic_crosses_calls_and_stays_per_call() -> None:
+    """A body reshaping by its input's runtime shape, called on two inputs of other ranks,
+    and fed a shape the caller computed: each call reads its own sizes."""
+    body = [oh.make_node("Shape", ["x"], ["shape"]), oh.make_node("Shape", ["like"], ["target"]),
+            oh.make_node("Reshape", ["x", "target"], ["reshaped"]), oh.make_node("Gather", ["shape", "zero"], ["n"]),
+            oh.make_node("Unsqueeze", ["n", "axes"], ["n1"]), oh.make_node("Concat", ["n1", "minus"], ["flat"], axis=0),
+            oh.make_node("Reshape", ["reshaped", "flat"], ["y"])]
+    consts = [oh.make_node("Constant", [], ["zero"], value_int=0), oh.make_node("Constant", [], ["axes"], value_ints=[0]),
+              oh.make_node("Constant", [], ["minus"], value_ints=[-1])]
+    flatten = oh.make_function("my.nn", "flatten_like", ["x", "like"], ["y"], consts + body, [oh.make_opsetid("", 18)])
+    graph = oh.make_graph(
+        [oh.make_node("flatten_like", ["a", "a"], ["ya"], domain="my.nn"),
+         oh.make_node("flatten_like", ["b", "b"], ["yb"], domain="my.nn"),
+         oh.make_node("Shape", ["b"], ["b_shape"]), oh.make_node("Reshape", ["a", "b_shape"], ["ab"]),
+         oh.make_node("flatten_like", ["ab", "b"], ["yab"], domain="my.nn")],
+        "main", [oh.make_tensor_value_info("a", 1, ["N", 3, 4]), oh.make_tensor_value_info("b", 1, ["N", 12])],
+        [oh.make_tensor_value_info(name, 1, ["N", 12]) for name in ("ya", "yb", "yab")])
+    model = oh.make_model(graph, functions=[flatten],
+                          opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("my.nn", 1)])
+    onnx.checker.check_model(model, full_check=True)
+    a = np.arange(2 * 12, dtype=np.float32).reshape(2, 3, 4)
+    b = -np.arange(2 * 12, dtype=np.float32).reshape(2, 12)
+    module = converter.to_torch(model)
+    for found, expected in zip(module(torch.from_numpy(a), torch.from_numpy(b)), run(model, [a, b])):
+        np.testing.assert_array_equal(found.numpy(), expected)
+
+
 # ------------------------------------------------------- a scripted model, trained in torch
 
 _RNG = np.random.default_rng(3)

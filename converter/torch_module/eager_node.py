@@ -20,8 +20,9 @@ from dsl import ir
 __all__ = ["EagerNode", "one_node_model"]
 
 
-def one_node_model(node: ir.Node, outer: list[ir.Value], model: ir.Model) -> bytes:
-    """The serialised one-node ModelProto computing ``node`` from its present inputs then ``outer``."""
+def one_node_model(node: ir.Node, outer: list[ir.Value], model: ir.Model, opsets: dict[str, int]) -> bytes:
+    """The serialised one-node ModelProto computing ``node`` from its present inputs then
+    ``outer``, under ``opsets`` (the graph's, or a function body's own where it differs)."""
     import onnx.helper
 
     from converter.onnx_encoding import graph_to_proto
@@ -44,14 +45,15 @@ def one_node_model(node: ir.Node, outer: list[ir.Value], model: ir.Model) -> byt
     # Inputs stay untyped: eager.run types each kernel from the arrays it is given.
     proto = onnx.helper.make_model(
         graph_to_proto(graph),
-        opset_imports=[onnx.helper.make_opsetid(domain, version) for domain, version in _imports(node, model).items()],
+        opset_imports=[onnx.helper.make_opsetid(domain, version) for domain, version in _imports(node, model, opsets).items()],
     )
     proto.functions.extend(function_to_proto(function) for function in model.functions)
     return proto.SerializeToString()
 
 
-def _imports(node: ir.Node, model: ir.Model) -> dict[str, int]:
+def _imports(node: ir.Node, model: ir.Model, opsets: dict[str, int]) -> dict[str, int]:
     imports = {("" if domain == "ai.onnx" else domain): version for domain, version in model.opset_imports.items()}
+    imports.update(opsets)
     for function in model.functions:
         imports.setdefault(function.domain, 1)
     imports.setdefault("" if node.domain == "ai.onnx" else node.domain, 1)

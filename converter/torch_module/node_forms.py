@@ -23,7 +23,7 @@ from dsl.errors import ConversionError
 if TYPE_CHECKING:
     from converter.torch_module.graph_builder import GraphBuilder
 
-__all__ = ["special_form", "kernel_can_take", "uses_types_torch_lacks", "returns_tuple"]
+__all__ = ["special_form", "kernel_can_take", "uses_types_torch_lacks", "torch_has_type", "returns_tuple"]
 
 Form = Callable[["GraphBuilder", ir.Node, dict[str, int]], tuple[Any, bool]]
 _KERNEL_KINDS = frozenset({ir.AttrKind.FLOAT, ir.AttrKind.INT, ir.AttrKind.STRING, ir.AttrKind.TENSOR,
@@ -44,6 +44,14 @@ def uses_types_torch_lacks(node: ir.Node) -> bool:
     if target is not None and target.kind == ir.AttrKind.INT and isinstance(target.value, int):
         elem_types.append(target.value)
     return any(elem_type not in _TORCH_ELEMENT_TYPES for elem_type in elem_types)
+
+
+def torch_has_type(value: ir.Value, unknown: bool = False) -> bool:
+    """Whether ``value`` is a tensor torch has a dtype for (``unknown`` when its type is not
+    recorded, or not a tensor: a sequence passes through as a list)."""
+    if not isinstance(value.type, ir.TensorType) or not value.type.elem_type:
+        return unknown
+    return value.type.elem_type in _TORCH_ELEMENT_TYPES
 
 
 def _torch_element_types() -> frozenset[int]:
