@@ -317,7 +317,6 @@ def cut(
     >>> part = converter.cut("resnet50.onnx", outputs=["r173"])      # doctest: +SKIP
     >>> head = converter.cut("resnet50.onnx", last_layers=-3)         # doctest: +SKIP
     """
-    from converter.from_onnx import model_from_proto
     from converter.to_onnx import model_to_proto
     from dsl.collection_pause import collection_paused
     from dsl.passes.cut import cut_model
@@ -325,9 +324,29 @@ def cut(
     proto, source = _model_proto(model, "<model>")
     if inputs is not None:  # a value made an input needs its type, which files often leave to inference
         proto = _with_inferred_types(proto)
-    with collection_paused():  # the cut copies every kept node and value
-        part = cut_model(model_from_proto(proto, source=source), outputs, inputs, last_layers)
+    with collection_paused():  # reading and writing build many small objects
+        # The IR read here is the cut's alone: the result may hold its nodes (no copy).
+        part = cut_model(_read_for_cut(proto, source, outputs, inputs, last_layers), outputs, inputs, last_layers,
+                         share=True)
         return model_to_proto(part)
+
+
+def _read_for_cut(
+    proto: Any, source: str, outputs: Sequence[str] | None, inputs: Sequence[str] | None, last_layers: int | None
+) -> Any:
+    """The IR of ``proto``; with only ``outputs`` named, the main graph's nodes up to the
+    one that defines the last of them (what a sorted graph needs to compute them).  A graph
+    that is not sorted, or a malformed one, is read whole (which names its fault)."""
+    from converter.from_onnx import model_from_proto
+    from dsl.errors import ModelLoadError
+
+    if outputs is not None and inputs is None and last_layers is None and all(isinstance(n, str) for n in outputs):
+        # (inputs and last_layers are checked against the whole graph: read it whole then)
+        try:
+            return model_from_proto(proto, source=source, until=outputs)
+        except ModelLoadError:
+            pass
+    return model_from_proto(proto, source=source)
 
 
 def _with_inferred_types(proto: Any) -> Any:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -133,17 +133,30 @@ def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
 
 
 
-def model_from_proto(proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None) -> ir.Model:
+def model_from_proto(
+    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None, until: Iterable[str] | None = None
+) -> ir.Model:
     """Convert a ModelProto: its graph, its model-local functions and its metadata.
 
     External data not loaded yet is read from ``folder`` (the model file's), and refused
-    when there is none: never relative to the working directory."""
+    when there is none: never relative to the working directory.
+
+    ``until`` (names of main-graph values) stops reading the main graph's nodes at the
+    first node by which all of them are defined: in a topologically sorted graph nothing
+    after it computes them, so a cut that keeps only what computes them (``converter.cut``)
+    reads that much.  The nodes after are neither read nor checked, and graph outputs and
+    value_info entries naming values they define are left out.  A node read that takes a
+    value only defined further down (an unsorted graph) raises ModelLoadError as an
+    undefined read: read again without ``until``."""
     with collection_paused():
-        return _model_from_proto(proto, source, folder)
+        return _model_from_proto(proto, source, folder, until)
 
 
-def _model_from_proto(proto: onnx.ModelProto, source: str, folder: str | None = None) -> ir.Model:
+def _model_from_proto(
+    proto: onnx.ModelProto, source: str, folder: str | None = None, until: Iterable[str] | None = None
+) -> ir.Model:
     reader = _Reader(source, folder)
+    reader.until = None if until is None else set(until)
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
     reader.fill_functions()
@@ -209,6 +222,7 @@ class _Reader:
         self.folder = folder  # where external data may be read from (None: nowhere)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
+        self.until: set[str] | None = None  # the main graph's: see model_from_proto
         self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
         self.types: dict[bytes, ir.IRType | None] = {}
         # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
@@ -267,6 +281,7 @@ class _Reader:
     # --------------------------------------------------------------------- graphs
 
     def graph(self, proto: onnx.GraphProto, parent: _Scope | None) -> ir.Graph:
+        until, self.until = self.until, None  # (the first graph read is the main one; subgraphs are read whole)
         scope = _Scope(parent)
         graph = ir.Graph(name=proto.name, doc_string=proto.doc_string)
         if proto.metadata_props:
@@ -312,8 +327,11 @@ class _Reader:
                 data = value.initializer
                 if data is not None:
                     value.type = tensor_type(data.elem_type, data.array.shape)
-        self._nodes(proto.node, graph, scope, where)
+        waiting = None if until is None else {name for name in until if name not in values}
+        self._nodes(proto.node, graph, scope, where, waiting)
         for value_proto in proto.output:
+            if until is not None and value_proto.name not in values:
+                continue  # (defined by a node not read)
             value = self._use(scope, value_proto.name, f"output of {where}")
             declared = self.type(value_proto.type)
             if declared is not None:
@@ -321,25 +339,39 @@ class _Reader:
             if value_proto.doc_string:
                 value.doc_string = value_proto.doc_string
             graph.outputs.append(value)
-        self._value_info(proto.value_info, graph, scope)
+        self._value_info(proto.value_info, graph, scope, until is not None)
         return graph
 
-    def _value_info(self, value_infos: Any, graph: ir.Graph, scope: _Scope) -> None:
+    def _value_info(self, value_infos: Any, graph: ir.Graph, scope: _Scope, bound_only: bool = False) -> None:
+        # (A typed model has an entry a value: the lookups are hoisted, type() is inlined.)
+        bound, known_types, add = scope.values.get, self.types, graph.value_info.append
         for value_proto in value_infos:
-            value = scope.values.get(value_proto.name)
+            name = value_proto.name
+            value = bound(name)
             if value is None:  # describes a name nothing defines: keep it, detached
-                value = ir.Value(value_proto.name)
-            declared = self.type(value_proto.type)
+                if bound_only:
+                    continue  # (or a value of a node not read)
+                value = ir.Value(name)
+            type_proto = value_proto.type
+            declared = known_types.get(type_proto.SerializeToString(), _UNSEEN)
+            if declared is _UNSEEN:
+                declared = self.type(type_proto)
             if declared is not None:
                 value.type = declared
-            if value_proto.doc_string:
-                value.doc_string = value_proto.doc_string
-            graph.value_info.append(value)
+            doc_string = value_proto.doc_string
+            if doc_string:
+                value.doc_string = doc_string
+            add(value)
 
-    def _nodes(self, node_protos: Any, graph: ir.Graph, scope: _Scope, where: str) -> None:
+    def _nodes(
+        self, node_protos: Any, graph: ir.Graph, scope: _Scope, where: str, waiting: set[str] | None = None
+    ) -> None:
         # One pass in graph order.  What may name a value defined further down (an input in
         # an unsorted but acyclic graph; a subgraph reading this graph's values) waits until
-        # every name of this graph is bound.
+        # every name of this graph is bound.  ``waiting``: the pass stops once these names are
+        # bound (see model_from_proto's ``until``).
+        if waiting is not None and not waiting:
+            node_protos = ()
         made: list[ir.Node] = []
         unresolved: list[tuple[ir.Node, list[str], Any]] = []
         subgraphs: list[tuple[ir.Attr, Any]] = []
@@ -400,6 +432,10 @@ class _Reader:
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
             made.append(node)
+            if waiting is not None and not waiting.isdisjoint(output_names):
+                waiting.difference_update(output_names)
+                if not waiting:
+                    break
         self._resolve_later(unresolved, subgraphs, scope, where)
         graph.nodes.extend(made)
 

@@ -26,7 +26,7 @@ from converter.onnx_encoding import (
     Export,
     annotation_type,
     emit_initializer,
-    emit_node,
+    emit_nodes,
     fill_attribute,
     fill_graph,
     fill_sparse,
@@ -88,8 +88,7 @@ def _fill_function(
         if value.initializer is None:
             raise ConversionError(f"initializer {value.name!r} has no data", value.location)
         emit_initializer(value.initializer, context.define(value), context, nodes, None)
-    for node in function.graph.nodes:
-        emit_node(node, context, nodes, None)
+    emit_nodes(function.graph.nodes, context, nodes, None)
     proto.output.extend(output_names(function.graph, context, nodes))
     for param in function.attr_params:
         if param.default is None:
@@ -521,7 +520,7 @@ def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.F
     seen: set[int] = set()
     ordered: list[ir.Function] = []
     for function in [*extra, main]:
-        for callee in function.callees():
+        for callee in _callees(function):
             if id(callee) not in seen:
                 seen.add(id(callee))
                 ordered.append(callee)
@@ -529,6 +528,13 @@ def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.F
             seen.add(id(function))
             ordered.append(function)
     return ordered
+
+
+def _callees(function: ir.Function) -> list[ir.Function]:
+    """``function.callees()``, without its walk where no node calls or holds a subgraph."""
+    if not any(node.attributes or node.callee is not None for node in function.graph.nodes):
+        return []
+    return function.callees()
 
 
 def _apply_overrides(
@@ -563,9 +569,12 @@ def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrid
             graph.location,
             hint="annotate the return type so that no inference is needed",
         ) from None
-    known = {vi.name: vi for vi in inferred.graph.value_info}
-    known.update({vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None})
+    # Inference types the graph's outputs itself: the value_info it adds for every inner
+    # value (reading each costs as much as writing a node) is read only when it did not.
+    known = {vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None}
     known.update({vi.name: vi for vi in inferred.graph.input})
+    if any(model.graph.output[index].name not in known for index in missing):
+        known = {**{vi.name: vi for vi in inferred.graph.value_info}, **known}
     for index in missing:
         output = model.graph.output[index]
         found = known.get(output.name)

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper
 
 import converter
 from converter.from_onnx import model_from_proto
+from converter.to_onnx import model_to_proto
 from dsl import ir
 from dsl.errors import ConversionError, DslError, DslNameError
 from dsl.passes.cut import CutPass, cut_model, layers
@@ -211,6 +212,86 @@ def test_the_pass_leaves_its_input_alone_and_cuts_functions() -> None:
     cut = CutPass(last_layers=-2)(function).target
     assert [v.name for v in cut.outputs] == ["y"] and isinstance(cut, ir.Function)
     assert [n.op_type for n in cut.nodes] == ["Relu", "Mul", "Add"]
+
+
+def typed_chain() -> onnx.ModelProto:
+    """The chain with a value_info entry for every inner value, and one for a name nothing defines."""
+    model = chain()
+    model.graph.value_info.extend([vi("a", [3]), vi("b", [3]), vi("y", [3]), vi("ghost", [7])])
+    return model
+
+
+@pytest.mark.parametrize(
+    ("build", "cut"),
+    [
+        (chain, {"outputs": ["b"]}),
+        (typed_chain, {"outputs": ["y"]}),
+        (typed_chain, {"outputs": ["y"], "inputs": ["a"]}),  # a given input a node computes: copied
+        (typed_chain, {"last_layers": -3}),
+        (if_model, {"outputs": ["y"]}),
+        (functions_model, {"outputs": ["h"]}),
+        (ir3_model, {"outputs": ["a"]}),
+    ],
+    ids=["chain", "typed", "typed-slice", "last-layers", "if", "functions", "ir3"],
+)
+def test_a_shared_cut_writes_what_a_copied_cut_writes(build: Any, cut: dict[str, Any]) -> None:
+    # share=True (what converter.cut runs) must write the very proto the copying pass
+    # writes, and leave the input's graph holding what it held.
+    proto = build()
+    if "inputs" in cut:
+        proto = onnx.shape_inference.infer_shapes(proto)
+    copied = model_to_proto(cut_model(model_from_proto(proto), **cut))
+    model = model_from_proto(proto)
+    graph = model.graph
+    before = [list(graph.inputs), list(graph.nodes), list(graph.initializers), list(graph.outputs),
+              list(graph.value_info)]
+    shared = cut_model(model, **cut, share=True)
+    assert model_to_proto(shared) == copied
+    assert [graph.inputs, graph.nodes, graph.initializers, graph.outputs, graph.value_info] == before
+    if "inputs" not in cut:  # (not copied: the result holds the input's own nodes)
+        assert all(any(node is kept for kept in graph.nodes) for node in shared.graph.nodes)
+    if build is typed_chain and cut == {"outputs": ["y"]}:  # kept values keep their entries, "ghost" is dropped
+        assert [v.name for v in shared.graph.value_info] == ["a", "b", "y"]
+
+
+def test_a_cut_reads_the_nodes_up_to_its_outputs_only() -> None:
+    typed = typed_chain()
+    head = model_from_proto(typed, until=["b"])
+    assert [n.op_type for n in head.graph.nodes] == ["Relu", "Mul"]
+    assert head.graph.outputs == [] and [v.name for v in head.graph.value_info] == ["a", "b"]
+    assert model_from_proto(typed, until=["x", "w"]).graph.nodes == []  # (an input and an initializer)
+    assert len(model_from_proto(typed, until=["b", "nothing"]).graph.nodes) == 4  # an unknown name: read whole
+    for build, outputs in [(typed_chain, ["b"]), (typed_chain, ["y", "a"]), (if_model, ["y"]),
+                           (functions_model, ["h"]), (ir3_model, ["a"])]:
+        whole = model_to_proto(cut_model(model_from_proto(build()), outputs))
+        assert converter.cut(build(), outputs=outputs) == whole
+
+
+def unsorted_model() -> onnx.ModelProto:
+    """``b = Mul(a, w)`` listed before ``a = Relu(x)``; an If branch reading ``late``, defined after it."""
+    then_branch = helper.make_graph([helper.make_node("Neg", ["late"], ["t"])], "then", [], [vi("t", [3])])
+    else_branch = helper.make_graph([helper.make_node("Abs", ["late"], ["e"])], "else", [], [vi("e", [3])])
+    nodes = [
+        helper.make_node("Mul", ["a", "w"], ["b"]),
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("If", ["cond"], ["z"], then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("Sigmoid", ["x"], ["late"]),
+    ]
+    return make(nodes, [vi("x", [3]), vi("cond", [], TensorProto.BOOL)], [vi("b", [3]), vi("z", [3])],
+                [const("w", [2, 3, 4])])
+
+
+@pytest.mark.parametrize("output", ["b", "z"])
+def test_an_unsorted_graph_is_read_whole_for_a_cut(output: str) -> None:
+    # Reading stops at the node defining the output; a node read before it takes a value
+    # defined further down: the cut reads the whole graph again and cuts what it needs.
+    original = unsorted_model()
+    whole = model_to_proto(cut_model(model_from_proto(original), [output], share=True))
+    part = converter.cut(original, outputs=[output])
+    assert part == whole
+    expected = {"b": [("Mul", ["a", "w"]), ("Relu", ["x"])], "z": [("If", ["cond"]), ("Sigmoid", ["x"])]}[output]
+    assert [(n.op_type, list(n.input)) for n in part.graph.node] == expected
+    assert [o.name for o in part.graph.output] == [output]
 
 
 # ---------------------------------------------------------------------------- mistakes

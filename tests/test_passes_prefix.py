@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from converter.from_onnx import model_from_proto
@@ -113,3 +115,25 @@ def test_a_function_with_the_same_body_keeps_its_name() -> None:
     assert same_function(taken.functions[0], model.functions[0])
     assert not PrefixPass(taken_functions=taken.functions)(model).modified
     assert not same_function(taken.functions[0], function_model("Neg").functions[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(["", "a", "b", "a_1", "a_2", "c"]), max_size=8),
+    taken=st.sets(st.sampled_from(["a", "b", "a_1", "a_2", "a_3"])),
+)
+def test_node_names_are_renamed_apart_from_taken_ones_and_from_each_other(names: list[str], taken: set[str]) -> None:
+    # ONNX lets node names repeat (and be empty); a name repeated in the model, or taken,
+    # is renamed; the first free occurrence keeps its own; empty names stay empty.
+    nodes = [ir.Node("Relu", name=name) for name in names]
+    PrefixPass(taken_nodes=taken)(ir.Model(ir.Graph(nodes=nodes)))
+    renamed = [node.name for node in nodes]
+    given = [name for name in renamed if name]
+    assert len(set(given)) == len(given) and not set(given) & taken
+    for index, (old, new) in enumerate(zip(names, renamed)):
+        if not old:
+            assert new == ""
+        elif old not in taken and old not in names[:index]:
+            assert new == old
+        else:
+            assert new.startswith(old + "_") and new[len(old) + 1:].isdigit() and new not in names

@@ -24,7 +24,10 @@ The rules (each mistake is a :class:`dsl.errors.DslError` naming the values):
 * An initializer that IR-3 models also list as a graph input stays both when needed.
 
 The input is not changed: the kept graph is a copy (nodes, values, subgraphs); tensors
-and functions are shared with the input.
+and functions are shared with the input.  ``share=True`` skips the copy: the result's
+graph is new, but its nodes and values are the input's own (the input's lists are left
+as they were).  That is for a caller that read the model only to cut it and drops the
+input (``converter.cut``): copying was most of the pass's time.
 
 >>> part = CutPass(outputs=["r173"])(model).target                     # doctest: +SKIP
 >>> head = CutPass(last_layers=-3)(model).target                       # doctest: +SKIP
@@ -59,16 +62,19 @@ class CutPass:
         outputs: Sequence[str] | None = None,
         inputs: Sequence[str] | None = None,
         last_layers: int | None = None,
+        *,
+        share: bool = False,
     ) -> None:
         self.outputs = None if outputs is None else list(outputs)
         self.inputs = None if inputs is None else list(inputs)
         self.last_layers = last_layers
+        self.share = share
 
     def __call__(self, target: T) -> PassResult[T]:
         graph = target.graph
         location = target.location or graph.location
         names = _output_names(graph, self.outputs, self.last_layers, location)
-        cutter = _Cutter(graph, location)
+        cutter = _Cutter(graph, location, self.share)
         new_graph = cutter.cut(names, self.inputs)
         if isinstance(target, ir.Model):
             reached = {id(f) for f in ir.Function(new_graph.name, new_graph).callees()}
@@ -82,12 +88,15 @@ def cut_model(
     outputs: Sequence[str] | None = None,
     inputs: Sequence[str] | None = None,
     last_layers: int | None = None,
+    *,
+    share: bool = False,
 ) -> ir.Model:
-    """A copy of ``model`` cut down to what computes ``outputs`` (see :class:`CutPass`).
+    """A copy of ``model`` cut down to what computes ``outputs`` (see :class:`CutPass`;
+    ``share=True``: not a copy, for a caller that drops ``model``).
 
     >>> part = cut_model(model, outputs=["r173"])      # doctest: +SKIP
     """
-    return CutPass(outputs, inputs, last_layers)(model).target
+    return CutPass(outputs, inputs, last_layers, share=share)(model).target
 
 
 def layers(graph: ir.Graph) -> list[ir.Node]:
@@ -126,17 +135,16 @@ def _output_names(
 class _Cutter:
     """Finds the needed nodes of one graph and copies them into a new graph."""
 
-    def __init__(self, graph: ir.Graph, location: Any) -> None:
+    def __init__(self, graph: ir.Graph, location: Any, share: bool = False) -> None:
         self.graph = graph
         self.location = location
-        self.by_name: dict[str, ir.Value] = {}
-        for value in (*graph.inputs, *graph.initializers):
-            self.by_name.setdefault(value.name, value)
-        for node in graph.nodes:
-            for value in node.outputs:
-                if value.name:
-                    self.by_name.setdefault(value.name, value)
-        self.own_nodes = {id(node) for node in graph.nodes}
+        self.share = share
+        # name -> value; the first definition wins (an input before an initializer of the same name)
+        by_name = {value.name: value for node in reversed(graph.nodes) for value in reversed(node.outputs)}
+        by_name.pop("", None)  # (an omitted output)
+        by_name.update((value.name, value) for value in reversed((*graph.inputs, *graph.initializers)))
+        self.by_name = by_name
+        self.own_nodes = set(map(id, graph.nodes))
         self.initializers = {id(value) for value in graph.initializers}
         self.graph_inputs = {id(value) for value in graph.inputs}
 
@@ -173,31 +181,36 @@ class _Cutter:
                 self.location,
                 hint="run onnx.shape_inference.infer_shapes on the model first, or add value_info for them",
             )
-        return self.copy(new_inputs, outputs, needed, kept_nodes)
+        if self.share and all(v.producer is None for v in new_inputs):
+            return self.keep(new_inputs, outputs, needed, kept_nodes)
+        return self.copy(new_inputs, outputs, needed, kept_nodes)  # (a given input a node computes: a new Value)
 
     def needed(self, outputs: list[ir.Value], given: set[int]) -> tuple[set[ir.Value], list[ir.Node]]:
         """The main-graph values and nodes the outputs need, stopping at given inputs."""
         needed: set[ir.Value] = set()
         kept: set[int] = set()
-        stack = list(outputs)
+        own_nodes = self.own_nodes
+        stack: list[ir.Value | None] = list(outputs)
         while stack:
             value = stack.pop()
-            if value in needed:
+            if value is None or value in needed:  # (None: an omitted input)
                 continue
             needed.add(value)
             node = value.producer
-            if id(value) in given or node is None or id(node) not in self.own_nodes or id(node) in kept:
+            if node is None or id(value) in given or id(node) in kept or id(node) not in own_nodes:
                 continue
             kept.add(id(node))
-            stack.extend(read for read in self.reads(node) if read not in needed)
+            stack += node.inputs
+            if node.attributes:
+                stack += self.outer_reads(node)
         return needed, [node for node in self.graph.nodes if id(node) in kept]
 
-    def reads(self, node: ir.Node) -> list[ir.Value]:
-        """What ``node`` reads of the main graph: its inputs and its subgraphs' outer reads."""
-        reads = [v for v in node.inputs if v is not None]
-        if node.attributes:
-            reads += [v for v in ir.outer_values(list(ir.subgraphs(node))) if self.by_name.get(v.name) is v]
-        return reads
+    def outer_reads(self, node: ir.Node) -> list[ir.Value]:
+        """What ``node``'s subgraphs read of the main graph."""
+        bodies = list(ir.subgraphs(node))
+        if not bodies:
+            return []
+        return [v for v in ir.outer_values(bodies) if self.by_name.get(v.name) is v]
 
     def check_inputs(
         self, outputs: list[ir.Value], given: list[ir.Value], needed: set[ir.Value], kept: list[ir.Node]
@@ -241,4 +254,31 @@ class _Cutter:
         new.nodes = [copier.node(node) for node in kept]
         new.outputs = [copier.value(v) for v in outputs]
         new.value_info = [copier.mapping[v] for v in old.value_info if v in copier.mapping]
+        return new
+
+    def keep(
+        self, inputs: list[ir.Value], outputs: list[ir.Value], needed: set[ir.Value], kept: list[ir.Node]
+    ) -> ir.Graph:
+        """What :meth:`copy` makes, holding the input's own nodes and values."""
+        old = self.graph
+        new = ir.Graph(old.name, doc_string=old.doc_string, location=old.location)
+        new.inputs = list(inputs)
+        new.initializers = [v for v in old.initializers if v in needed]
+        needed_names = {v.name for v in needed}  # (a sparse initializer's Value is in no list)
+        new.sparse_initializers = {n: s for n, s in old.sparse_initializers.items() if n in needed_names}
+        new.nodes = kept
+        new.outputs = list(outputs)
+        if old.value_info:
+            # The values a copy would have made: inputs, initializers, what kept nodes
+            # define, in their subgraphs too.
+            defined = set(inputs).union(new.initializers, outputs)
+            for node in kept:
+                defined.update(node.outputs)
+                if node.attributes:
+                    for sub in ir.subgraphs(node):
+                        for inner in (sub, *(s for n, _ in ir.walk(sub) for s in ir.subgraphs(n))):
+                            defined.update(inner.inputs)
+                            defined.update(inner.initializers)
+                        defined.update(v for n, _ in ir.walk(sub) for v in n.outputs)
+            new.value_info = [v for v in old.value_info if v in defined]
         return new

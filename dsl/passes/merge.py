@@ -96,14 +96,17 @@ def merge_models(
         PrefixPass(prefix1)(first)
     first_contents = graph_contents(first.graph)
     first_functions = model_functions(first, first_contents.nodes)
-    PrefixPass(
+    taken_values = first_contents.value_names
+    taken_values.update(first.graph.sparse_initializers)
+    renamer = PrefixPass(
         prefix2,
-        taken_values={v.name for v in first_contents.values} | set(first.graph.sparse_initializers),
+        taken_values=taken_values,
         taken_nodes=first_contents.node_names,
         taken_functions=first_functions,
-    )(second)
-    second_contents = graph_contents(second.graph)
-    _replace_values(second_contents, {id(input_): output for output, input_ in pairs})
+    )
+    renamer(second)
+    second_contents = renamer.contents or graph_contents(second.graph)
+    _replace_values(second_contents, {input_: output for output, input_ in pairs})
     functions = _merge_functions(first_functions, second, second_contents.nodes)
     return _assemble(first, second, pairs, functions, kept)
 
@@ -247,17 +250,18 @@ def _default_version(model: ir.Model) -> int | None:
 # ------------------------------------------------------------------------------ wiring
 
 
-def _replace_values(contents: GraphContents, replacements: dict[int, ir.Value]) -> None:
-    """Every read of a value whose id is a key, in a graph and its subgraphs, reads its replacement."""
+def _replace_values(contents: GraphContents, replacements: dict[ir.Value, ir.Value]) -> None:
+    """Every read of a value that is a key, in a graph and its subgraphs, reads its replacement."""
     if not replacements:
         return
+    replaced = replacements.keys()  # (Values hash by identity; None, an omitted input, is no key)
     for node in contents.nodes:
         # A list is rebuilt only where it holds a replaced value.
-        if not replacements.keys().isdisjoint(map(id, node.inputs)):  # (id(None) is no key)
-            node.inputs = [replacements.get(id(v), v) for v in node.inputs]
+        if not replaced.isdisjoint(node.inputs):
+            node.inputs = [None if v is None else replacements.get(v, v) for v in node.inputs]
     for current in contents.graphs:
-        current.outputs = [replacements.get(id(v), v) for v in current.outputs]
-        current.value_info = [v for v in current.value_info if id(v) not in replacements]
+        current.outputs = [replacements.get(v, v) for v in current.outputs]
+        current.value_info = [v for v in current.value_info if v not in replacements]
 
 
 def _merge_functions(ours: list[ir.Function], second: ir.Model, main_nodes: list[ir.Node]) -> list[ir.Function]:

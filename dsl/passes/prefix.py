@@ -26,8 +26,10 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from dsl import ir
@@ -60,13 +62,17 @@ class PrefixPass:
         taken_functions: Collection[ir.Function] = (),
     ) -> None:
         self.prefix = prefix or ""
-        self.taken_values = set(taken_values)
-        self.taken_nodes = set(taken_nodes)
+        # (only read: a set given is kept as it is, not copied)
+        self.taken_values: AbstractSet[str] = taken_values if isinstance(taken_values, (set, frozenset)) else set(taken_values)
+        self.taken_nodes: AbstractSet[str] = taken_nodes if isinstance(taken_nodes, (set, frozenset)) else set(taken_nodes)
         self.taken_functions = list(taken_functions)
+        # The walk of the last call: renaming changes no structure, so a caller that goes
+        # on with the same graph (the merge pass) reads it instead of walking again.
+        self.contents: GraphContents | None = None
 
     def __call__(self, target: T) -> PassResult[T]:
         graph = target.graph
-        contents = graph_contents(graph)
+        contents = self.contents = graph_contents(graph)
         modified = _rename_values(graph, contents.values, self.prefix, self.taken_values)
         modified = _rename_nodes(contents.nodes, self.prefix, self.taken_nodes) or modified
         if isinstance(target, ir.Model):
@@ -88,20 +94,26 @@ class GraphContents:
     @property
     def values(self) -> list[ir.Value]:
         """Every value defined or read, each once, in a stable order."""
-        found: dict[int, ir.Value] = {}  # (re-setting a key keeps its first position)
+        # (Values hash by identity; a repeated key keeps its first position; None is an omitted input.)
+        found = dict.fromkeys(chain.from_iterable(self._value_lists()))
+        found.pop(None, None)
+        return list(found)
+
+    @property
+    def value_names(self) -> set[str]:
+        """The names of :attr:`values` (one pass, no ordered list built)."""
+        return {value.name for values in self._value_lists() for value in values if value is not None}
+
+    def _value_lists(self) -> Iterator[list[Any]]:
         for current in self.graphs:
-            for value in current.inputs + current.initializers:
-                found[id(value)] = value
+            yield current.inputs
+            yield current.initializers
         for node in self.nodes:
-            for read in node.inputs:
-                if read is not None:
-                    found[id(read)] = read
-            for value in node.outputs:
-                found[id(value)] = value
+            yield node.inputs
+            yield node.outputs
         for current in self.graphs:
-            for value in current.outputs + current.value_info:
-                found[id(value)] = value
-        return list(found.values())
+            yield current.outputs
+            yield current.value_info
 
     @property
     def node_names(self) -> set[str]:
@@ -111,6 +123,8 @@ class GraphContents:
 
 def graph_contents(graph: ir.Graph) -> GraphContents:
     """The nodes and graphs of ``graph`` and its subgraphs, found in one walk."""
+    if not any(node.attributes for node in graph.nodes):  # (no node holds a subgraph: no walk)
+        return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
     return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
 
@@ -125,13 +139,43 @@ def graph_node_names(graph: ir.Graph) -> set[str]:
     return graph_contents(graph).node_names
 
 
-def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
+def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[str]:
     """One name per entry: prefixed, kept where free, else the first free ``name_N``.
 
     Empty names (omitted optional outputs, unnamed nodes) stay empty.  A fresh name also
     avoids every name the model itself keeps, so ``h`` does not become an existing ``h_1``.
     """
     wanted = [prefix + name if name else "" for name in names] if prefix else list(names)
+    named = [name for name in wanted if name]
+    own = set(named)
+    if len(own) != len(named):
+        return _new_names_in_order(wanted, taken)
+    # The usual case, the model's names distinct: a name clashes exactly when it is taken
+    # (one set intersection instead of a lookup a name; no union of the two sets built).
+    clashes = own & taken
+    if not clashes:
+        return wanted
+    clashing = [index for index, name in enumerate(wanted) if name in clashes]
+    firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
+    free = set(firsts)
+    if free.isdisjoint(own) and free.isdisjoint(taken):  # each takes its first choice
+        for index, name in zip(clashing, firsts):
+            wanted[index] = name
+        return wanted
+    made: set[str] = set()
+    for index in clashing:
+        base = wanted[index]
+        name, suffix = base + "_1", 1
+        while name in own or name in taken or name in made:
+            suffix += 1
+            name = f"{base}_{suffix}"
+        wanted[index] = name
+        made.add(name)
+    return wanted
+
+
+def _new_names_in_order(wanted: list[str], taken: AbstractSet[str]) -> list[str]:
+    """:func:`_new_names` where the model repeats a name: its first free occurrence keeps it."""
     used = set(taken)
     clashing: list[int] = []
     for index, name in enumerate(wanted):
@@ -150,7 +194,20 @@ def _new_names(names: list[str], prefix: str, taken: set[str]) -> list[str]:
     return result
 
 
-def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: set[str]) -> bool:
+def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: AbstractSet[str]) -> bool:
+    if graph.sparse_initializers:
+        return _rename_values_and_sparse(graph, values, prefix, taken)
+    modified = False
+    for value, name in zip(values, _new_names([v.name for v in values], prefix, taken)):
+        if value.name != name:
+            value.name = name
+            if value.initializer is not None:
+                value.initializer.name = name
+            modified = True
+    return modified
+
+
+def _rename_values_and_sparse(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: AbstractSet[str]) -> bool:
     sparse = list(graph.sparse_initializers)
     # Nodes read a sparse initializer through a Value of the same name: the two are renamed
     # together; only a sparse initializer nothing reads gets a name of its own.
@@ -175,7 +232,7 @@ def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: 
     return modified
 
 
-def _rename_nodes(nodes: list[ir.Node], prefix: str, taken: set[str]) -> bool:
+def _rename_nodes(nodes: list[ir.Node], prefix: str, taken: AbstractSet[str]) -> bool:
     names = _new_names([n.name for n in nodes], prefix, taken)
     modified = False
     for node, name in zip(nodes, names):
