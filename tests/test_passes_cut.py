@@ -289,6 +289,7 @@ def test_an_unsorted_graph_is_read_whole_for_a_cut(output: str) -> None:
     whole = model_to_proto(cut_model(model_from_proto(original), [output], share=True))
     part = converter.cut(original, outputs=[output])
     assert part == whole
+    assert model_to_proto(cut_model(model_from_proto(original), [output])) == whole  # the copying pass too
     expected = {"b": [("Mul", ["a", "w"]), ("Relu", ["x"])], "z": [("If", ["cond"]), ("Sigmoid", ["x"])]}[output]
     assert [(n.op_type, list(n.input)) for n in part.graph.node] == expected
     assert [o.name for o in part.graph.output] == [output]

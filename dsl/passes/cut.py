@@ -251,6 +251,9 @@ class _Cutter:
         new.initializers = [copier.value(v) for v in old.initializers if v in needed]
         needed_names = {v.name for v in needed}  # (a sparse initializer's Value is in no list)
         new.sparse_initializers = {n: s for n, s in old.sparse_initializers.items() if n in needed_names}
+        for node in kept:  # first, so a node listed before the one computing its input reads the copy
+            for value in node.outputs:
+                copier.value(value)
         new.nodes = [copier.node(node) for node in kept]
         new.outputs = [copier.value(v) for v in outputs]
         new.value_info = [copier.mapping[v] for v in old.value_info if v in copier.mapping]

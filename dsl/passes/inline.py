@@ -235,7 +235,8 @@ class _Inliner:
             return
         if callee is not None:
             callee = self.copies.get(id(callee), callee)
-        outputs = [self.copy_value(v, mapping, keep_names) for v in node.outputs]
+        # (an output a reader listed earlier already took a copy of keeps that copy)
+        outputs = [mapping.get(v) or self.copy_value(v, mapping, keep_names) for v in node.outputs]
         copy = ir.Node(node.op_type, node.domain, inputs, outputs, attributes, name=node.name,
                        overload=node.overload, doc_string=node.doc_string, callee=callee, location=node.location,
                        metadata_props=dict(node.metadata_props) if node.metadata_props else None)
