@@ -40,6 +40,10 @@ TO_PYTHON = ("tests/test_to_python_literals.py", "tests/test_to_python.py")
 TO_ONNX = ("tests/test_to_onnx.py", "tests/test_python_operators.py", "tests/test_eager_attribute_key.py")
 MARKUP = ("tests/test_markup_expressions.py", "tests/test_markup_projects.py", "tests/test_markup_backends.py")
 UNPICKLER = ("tests/test_markup_projects.py", "tests/test_markup_errors.py", "tests/test_markup_agrippa_compat.py")
+TORCH_FUNCTIONS = ("tests/test_torch_module_functions.py",)
+TORCH_TRAINING = ("tests/test_torch_module_training.py", "tests/test_torch_module_scan8.py")
+TORCH_FAST = ("tests/test_torch_module_fast_paths.py",)
+CUT = ("tests/test_passes_cut.py",)
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,25 @@ MUTATIONS = [
              '    ("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict"),\n'
              '    ("builtins", "eval"), ("os", "system"), ("posix", "system"),\n}',
              UNPICKLER),
+    # ----------------------------------------------------------- torch back end, composition
+    Mutation("T1", "function calls run on the eager back end (no gradient)", "converter/torch_module/graph_builder.py",
+             "        if node.callee is not None:\n            self.call_function(node, opsets)\n            return\n",
+             "", TORCH_FUNCTIONS),
+    Mutation("T2", "strings in untyped values reach torch kernels", "converter/torch_module/graph_builder.py",
+             " or any(value in self.lacking for value in node.inputs)", "", TORCH_FUNCTIONS),
+    Mutation("T3", "opset-8 Scan reads a reversed input from the padded end", "converter/torch_module/control_flow.py",
+             "value[entry].select(0, length - 1 - step if backward else step)",
+             "value[entry].select(0, value.shape[1] - 1 - step if backward else step)", TORCH_TRAINING),
+    Mutation("T4", "BatchNorm updates statistics the graph computes", "converter/torch_module/training.py",
+             "            if self.stored and not (mean.requires_grad or var.requires_grad):",
+             "            if not (mean.requires_grad or var.requires_grad):", TORCH_TRAINING),
+    Mutation("T5", "MatMul+Add fused though the product is read elsewhere", "converter/torch_module/fusion.py",
+             " and len(product.users) == 1 and", " and", TORCH_FAST),
+    Mutation("T6", "shape arithmetic: Gather takes the first size", "converter/torch_module/shape_values.py",
+             "        item = _item(builder, shape, indices)\n", "        item = _item(builder, shape, 0)\n",
+             TORCH_FAST),
+    Mutation("K1", "the copying cut does not pre-map outputs (unsorted graphs)", "dsl/passes/cut.py",
+             "            for value in node.outputs:\n                copier.value(value)\n", "            pass\n", CUT),
 ]
 
 
