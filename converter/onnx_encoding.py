@@ -83,7 +83,8 @@ class BodyContext:
         attr_values: dict[str, ir.Attr] | None,
         function_names: dict[int, tuple[str, str]],
     ) -> None:
-        self.names: dict[int, str] = {}
+        # (Keyed by the Value, which hashes by identity: spread better than its id() would be.)
+        self.names: dict[ir.Value, str] = {}
         self.used: set[str] = set()
         # Unnamed node outputs, written as omitted (""), with where to name them if read later.
         self.omitted: dict[int, tuple[onnx.NodeProto, int]] = {}
@@ -94,31 +95,31 @@ class BodyContext:
 
     def define(self, value: ir.Value) -> str:
         """The name of ``value``, chosen on first sight: its own, or with a suffix if taken."""
-        found = self.names.get(id(value))
+        found = self.names.get(value)
         if found is not None:
             return found
         name = value.name or "_v"
         if name in self.used:
             name = self._unused(name)
         self.used.add(name)
-        self.names[id(value)] = name
+        self.names[value] = name
         return name
 
     def define_output(self, value: ir.Value, node: ir.Node, index: int) -> str:
         # An unnamed optional output is omitted (""); an unnamed required one gets a name.
-        if not value.name and id(value) not in self.names and _output_is_optional(node, index):
-            self.names[id(value)] = ""
+        if not value.name and value not in self.names and _output_is_optional(node, index):
+            self.names[value] = ""
             return ""
         return self.define(value)
 
     def name_read_value(self, value: ir.Value) -> str:
         """The name of a value being read; an unnamed output read after all gets a name now."""
-        found = self.names.get(id(value))
+        found = self.names.get(value)
         if found is None:
             return self.define(value)
         if found == "":
             producer, index = self.omitted.pop(id(value))
-            found = self.names[id(value)] = self.fresh("_v")
+            found = self.names[value] = self.fresh("_v")
             producer.output[index] = found
         return found
 
@@ -372,7 +373,7 @@ def attribute_to_proto(attr: ir.Attr) -> onnx.AttributeProto:
 
 
 def _input_name(value: ir.Value, context: BodyContext, nodes: Any, initializers: Any) -> str:
-    if id(value) in context.names:
+    if value in context.names:
         return context.name_read_value(value)
     name = context.define(value)
     if value.initializer is not None and value.producer is None:
@@ -416,10 +417,10 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, nodes: Any, initializers:
     for node in graph_nodes:
         # The common case, every input a value named before, costs one dict lookup each
         # (an omitted input, None, is no key: it reads None and takes the loop below).
-        inputs: list[Any] = list(map(known, map(id, node.inputs)))
-        if None in inputs or "" in inputs:
+        inputs: list[Any] = list(map(known, node.inputs))
+        if not all(inputs):  # (a name not found, None, or an omitted output's "")
             inputs = [
-                "" if value is None else known(id(value)) or _input_name(value, context, nodes, initializers)
+                "" if value is None else known(value) or _input_name(value, context, nodes, initializers)
                 for value in node.inputs
             ]
             # Trailing omitted inputs are dropped, as onnx.helper does; inner ones stay "".
@@ -428,9 +429,9 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, nodes: Any, initializers:
         outputs: list[str] = []
         for value in node.outputs:
             name = value.name
-            if name and name not in used and id(value) not in names:
+            if name and name not in used and value not in names:
                 used.add(name)
-                names[id(value)] = name
+                names[value] = name
                 outputs.append(name)
             else:
                 outputs.append(context.define_output(value, node, len(outputs)))
@@ -540,7 +541,7 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
         if value.doc_string:
             output.doc_string = value.doc_string
     for value in graph.value_info:
-        defined = context.names.get(id(value))
+        defined = context.names.get(value)
         if defined and value.type is not None:
             fill_value_info(proto.value_info.add(), defined, value, context)
 

@@ -98,7 +98,7 @@ def _fill_function(
             default = ir.Attr(param.name, param.default.kind, param.default.value)
             fill_attribute(proto.attribute_proto.add(), default, context)
     for value in function.graph.value_info:
-        value_name = context.names.get(id(value))
+        value_name = context.names.get(value)
         if value_name and value.type is not None:
             export.need(IR_FUNCTION_OVERLOAD)
             fill_value_info(proto.value_info.add(), value_name, value, context)

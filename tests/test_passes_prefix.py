@@ -137,3 +137,38 @@ def test_node_names_are_renamed_apart_from_taken_ones_and_from_each_other(names:
             assert new == old
         else:
             assert new.startswith(old + "_") and new[len(old) + 1:].isdigit() and new not in names
+
+
+def _first_free_names(names: list[str], taken: set[str]) -> list[str]:
+    """The naming rule spelled out one name at a time: a name is kept where it is the first
+    free occurrence; every other (non-empty) one takes the smallest free ``name_N``."""
+    kept: set[str] = set()
+    clashing: list[int] = []
+    for index, name in enumerate(names):
+        if name and (name in taken or name in kept):
+            clashing.append(index)
+        elif name:
+            kept.add(name)
+    blocked = set(taken) | kept
+    result = list(names)
+    for index in clashing:
+        suffix = 1
+        while f"{names[index]}_{suffix}" in blocked:
+            suffix += 1
+        result[index] = f"{names[index]}_{suffix}"
+        blocked.add(result[index])
+    return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(["", "a", "b", "a_1", "b_1", "a_1_1", "c"]), max_size=7),
+    taken=st.sets(st.sampled_from(["a", "b", "c", "a_1", "a_2", "b_1", "a_1_1"])),
+    every_name_taken=st.booleans(),
+)
+def test_a_clashing_name_takes_the_smallest_free_suffix(names: list[str], taken: set[str], every_name_taken: bool) -> None:
+    # (every_name_taken: the whole model clashes, as when a model is merged with a copy of itself)
+    taken = taken | set(names) - {""} if every_name_taken else taken
+    nodes = [ir.Node("Relu", name=name) for name in names]
+    PrefixPass(taken_nodes=taken)(ir.Model(ir.Graph(nodes=nodes)))
+    assert [node.name for node in nodes] == _first_free_names(names, taken)

@@ -146,22 +146,31 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
     avoids every name the model itself keeps, so ``h`` does not become an existing ``h_1``.
     """
     wanted = [prefix + name if name else "" for name in names] if prefix else list(names)
-    named = [name for name in wanted if name]
-    own = set(named)
-    if len(own) != len(named):
+    # (A merge renames whole models: each step is one pass over the names, and as few of
+    # them as can probe a large set, whose every probe is a cache miss.)
+    own = set(wanted)
+    own.discard("")
+    unnamed = wanted.count("")
+    if len(own) != len(wanted) - unnamed:
         return _new_names_in_order(wanted, taken)
     # The usual case, the model's names distinct: a name clashes exactly when it is taken
     # (one set intersection instead of a lookup a name; no union of the two sets built).
     clashes = own & taken
     if not clashes:
         return wanted
-    clashing = [index for index, name in enumerate(wanted) if name in clashes]
-    firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
-    free = set(firsts)
-    if free.isdisjoint(own) and free.isdisjoint(taken):  # each takes its first choice
-        for index, name in zip(clashing, firsts):
-            wanted[index] = name
-        return wanted
+    if len(clashes) == len(own):  # every name clashes (a model merged with a copy of itself)
+        renamed = [name + "_1" if name else "" for name in wanted]  # (distinct, as their bases are)
+        fresh = [name for name in renamed if name] if unnamed else renamed
+        if own.isdisjoint(fresh) and taken.isdisjoint(fresh):  # each takes its first choice, name_1
+            return renamed
+        clashing = [index for index, name in enumerate(wanted) if name]
+    else:
+        clashing = [index for index, name in enumerate(wanted) if name in clashes]
+        firsts = [wanted[index] + "_1" for index in clashing]
+        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # (the same, for the clashing ones)
+            for index, name in zip(clashing, firsts):
+                wanted[index] = name
+            return wanted
     made: set[str] = set()
     for index in clashing:
         base = wanted[index]
