@@ -30,35 +30,21 @@ linear in the size of the model.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from converter.proto_values import ProtoValueReader, text
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
-from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
     import onnx
 
 __all__ = ["load_model", "from_proto", "model_from_proto", "function_from_proto", "graph_from_proto"]
 
-_STRING = 8  # TensorProto.STRING
-# Element types whose raw_data is plain little-endian numpy data.
-_RAW_DTYPES = {
-    enum: np.dtype(name).newbyteorder("<")
-    for enum, name in ((1, "float32"), (2, "uint8"), (3, "int8"), (4, "uint16"), (5, "int16"), (6, "int32"),
-                       (7, "int64"), (9, "bool"), (10, "float16"), (11, "float64"), (12, "uint32"),
-                       (13, "uint64"), (14, "complex64"), (15, "complex128"))
-}
-# Element types stored one value per entry of a typed field (when not in raw_data).
-_TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data"}
 _UNSEEN: Any = object()
-_TINY_BYTES = 64  # attribute tensors serialized in at most this many bytes share their array
 _PLAIN_ATTRIBUTE_BYTES = 256  # serialized attributes up to this size are remembered (see _Reader.remember_plain)
 _PLAIN_KINDS = frozenset((1, 2, 4, 7))  # FLOAT, INT, TENSOR, INTS: what _Reader._nodes may remember
 _ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
@@ -214,19 +200,14 @@ class _Scope:
         return None
 
 
-class _Reader:
+class _Reader(ProtoValueReader):
     """One conversion: the function table, and the file name for error messages."""
 
     def __init__(self, source: str, folder: str | None = None) -> None:
-        self.source = source
-        self.folder = folder  # where external data may be read from (None: nowhere)
+        super().__init__(source, folder)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.until: set[str] | None = None  # the main graph's: see model_from_proto
-        self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
-        self.types: dict[bytes, ir.IRType | None] = {}
-        # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
-        self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]] = {}
         # serialized AttributeProto (INT, INTS, FLOAT, tiny TENSOR) -> (name, kind, value,
         # doc string); a TENSOR's value is its Tensor fields (see remember_plain())
         self.plain_attributes: dict[bytes, tuple[str, ir.AttrKind, Any, str]] = {}
@@ -507,7 +488,7 @@ class _Reader:
         elif number == 4:  # TENSOR
             value = self.attribute_tensor(proto.t)
         elif number == 3:  # STRING
-            value = _text(proto.s)
+            value = text(proto.s)
         elif number == 5 or number == 10:  # GRAPH, GRAPHS
             if subgraphs is not None:
                 attr = ir.Attr(proto.name, kind, None, None, proto.doc_string)
@@ -521,7 +502,7 @@ class _Reader:
         elif number == 13:  # TYPE_PROTO
             value = self.type(proto.tp)
         elif number == 8:  # STRINGS
-            value = [_text(s) for s in proto.strings]
+            value = [text(s) for s in proto.strings]
         elif number == 9:  # TENSORS
             value = [self.tensor(t) for t in proto.tensors]
         elif number == 12:  # SPARSE_TENSORS
@@ -548,129 +529,6 @@ class _Reader:
         elif attr.kind == ir.AttrKind.INTS:
             value = list(value)  # (a private copy: the first node's list is its own)
         self.plain_attributes[key] = (attr.name, attr.kind, value, attr.doc_string)
-
-    def tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
-        data_type = proto.data_type
-        fast_dtype = _RAW_DTYPES.get(data_type)
-        if fast_dtype is not None and proto.data_location != 1:
-            # The common cases, several times cheaper than numpy_helper.to_array.
-            shape = proto.dims[:]  # (a list: cheaper than a tuple, and reshape takes it)
-            if shape and (len(shape) > MAX_RANK or min(shape) < 0):  # (an overflowing count fails the size tests)
-                check_dims(shape, proto.name, self.source)
-            raw = proto.raw_data
-            if raw or proto.HasField("raw_data"):
-                if len(raw) == fast_dtype.itemsize * math.prod(shape):
-                    # A read-only view of the bytes, no copy (frombuffer is quicker for 1-D).
-                    array = np.frombuffer(raw, fast_dtype) if len(shape) == 1 else np.ndarray(shape, fast_dtype, raw)
-                    return ir.Tensor(array, data_type, proto.name, proto.doc_string)
-            else:
-                field_name = _TYPED_FIELDS.get(data_type)
-                if field_name is not None:
-                    typed = getattr(proto, field_name)
-                    size = math.prod(shape)
-                    if len(typed) == size:
-                        array = np.fromiter(typed, fast_dtype, size)
-                        if len(shape) != 1:
-                            array = array.reshape(shape)
-                        return ir.Tensor(array, data_type, proto.name, proto.doc_string)
-        return self._slow_tensor(proto)
-
-    def attribute_tensor(self, proto: onnx.TensorProto, key: bytes | None = None) -> ir.Tensor:
-        """:meth:`tensor`, sharing one read-only array among equal tiny tensors.
-
-        Exporters repeat tiny constants (ConstantOfShape's value, axes) hundreds of times;
-        the serialized proto (``key``, if the caller has it) is a cheaper key than reading
-        its repeated fields.  Arrays from ``raw_data`` are read-only views already, so no
-        consumer may write into IR arrays.
-        """
-        if key is None:
-            key = proto.SerializeToString()
-        if len(key) > _TINY_BYTES:
-            return self.tensor(proto)
-        seen = self.tiny_tensors.get(key)
-        if seen is not None:
-            return ir.Tensor(*seen)
-        tensor = self.tensor(proto)
-        if proto.data_type in _RAW_DTYPES:
-            tensor.array.flags.writeable = False
-            self.tiny_tensors[key] = (tensor.array, tensor.elem_type, tensor.name, tensor.doc_string)
-        return tensor
-
-    def _slow_tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
-        """Strings, external data, packed and new element types: what numpy_helper knows."""
-        check_dims(proto.dims, proto.name, self.source)
-        if proto.data_type == _STRING and proto.data_location != 1:
-            # Text where it is UTF-8, bytes where it is not (numpy_helper would fail on those).
-            strings = np.empty(len(proto.string_data), dtype=object)
-            strings[:] = [_text(s) for s in proto.string_data]
-            shape = tuple(int(d) for d in proto.dims)
-            if strings.size != int(np.prod(shape)):
-                raise ModelLoadError(
-                    f"{self.source}: string tensor {proto.name!r} has {strings.size} strings for shape {list(shape)}",
-                    hint="the model is malformed or truncated",
-                )
-            return ir.Tensor(strings.reshape(shape), _STRING, proto.name, proto.doc_string)
-        array = tensor_array(proto, self.folder, self.source)
-        return ir.Tensor(array, int(proto.data_type), proto.name, proto.doc_string)
-
-    def sparse_tensor(self, proto: onnx.SparseTensorProto) -> ir.SparseTensor:
-        check_dims(proto.dims, proto.values.name, self.source)
-        return ir.SparseTensor(self.tensor(proto.values), self.tensor(proto.indices), tuple(int(d) for d in proto.dims))
-
-    def tensor_type(self, elem_type: int, shape: tuple[int | str | None, ...] | None) -> ir.TensorType:
-        """One shared (immutable) TensorType per distinct type: models repeat a few types many times."""
-        key = (elem_type, shape)
-        found = self.tensor_types.get(key)
-        if found is None:
-            found = self.tensor_types[key] = ir.TensorType(elem_type, shape)
-        return found
-
-    def type(self, proto: onnx.TypeProto) -> ir.IRType | None:
-        # IR types are immutable, and a model spells the same few types over and over:
-        # one lookup by the serialized proto is cheaper than walking its dimensions.
-        key = proto.SerializeToString()
-        found = self.types.get(key, _UNSEEN)
-        if found is _UNSEEN:
-            found = self.types[key] = self._new_type(proto)
-        return found
-
-    def _new_type(self, proto: onnx.TypeProto) -> ir.IRType | None:
-        which = proto.WhichOneof("value")
-        if which == "tensor_type":
-            tensor = proto.tensor_type
-            return self.tensor_type(tensor.elem_type, _shape(tensor))
-        if which == "sparse_tensor_type":
-            sparse = proto.sparse_tensor_type
-            return ir.SparseTensorType(int(sparse.elem_type), _shape(sparse))
-        if which == "sequence_type":
-            return ir.SequenceType(self.type(proto.sequence_type.elem_type))
-        if which == "optional_type":
-            return ir.OptionalType(self.type(proto.optional_type.elem_type))
-        if which == "map_type":
-            return ir.MapType(int(proto.map_type.key_type), self.type(proto.map_type.value_type))
-        return None
-
-
-def _shape(tensor_type: Any) -> tuple[int | str | None, ...] | None:
-    if not tensor_type.HasField("shape"):
-        return None
-    dims: list[int | str | None] = []
-    for dim in tensor_type.shape.dim:
-        which = dim.WhichOneof("value")
-        if which == "dim_value":
-            dims.append(int(dim.dim_value))
-        elif which == "dim_param":
-            dims.append(dim.dim_param)
-        else:
-            dims.append(None)
-    return tuple(dims)
-
-
-def _text(raw: bytes) -> str | bytes:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
 
 
 def _bound_unless_omitted(values: dict[str, ir.Value], name: str) -> ir.Value | None:
