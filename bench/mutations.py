@@ -188,6 +188,8 @@ MUTATIONS = [
     Mutation("T6", "shape arithmetic: Gather takes the first size", "converter/torch_module/shape_values.py",
              "        item = _item(builder, shape, indices)\n", "        item = _item(builder, shape, 0)\n",
              TORCH_FAST),
+    Mutation("T7", "a backward Slice from before the first element selects nothing", "converter/torch_module/kernels/shapes.py",
+             "    if step < 0 and start < -size:\n        start = 0\n", "", TORCH_FAST),
     Mutation("K1", "the copying cut does not pre-map outputs (unsorted graphs)", "dsl/passes/cut.py",
              "            for value in node.outputs:\n                copier.value(value)\n", "            pass\n", CUT),
 ]

@@ -90,16 +90,37 @@ def test_softmax_and_unsqueeze_take_negative_axes(drawn: tuple[np.ndarray, tuple
 @_FEW
 @given(hnp.arrays(np.int32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=6), elements=st.integers(-9, 9)),
        st.data())
-def test_slice_matches_python_slicing(array: np.ndarray, data: st.DataObject) -> None:
-    """ONNX clamps starts and ends the way Python's slices do, negative steps included."""
+def test_slice_clamps_as_the_onnx_spec_says(array: np.ndarray, data: st.DataObject) -> None:
+    """Starts and ends clamp as ONNX's Slice text says, which is Python's slicing but for
+    a negative step from a start before the first element (ONNX starts at the first
+    element, Python selects nothing); the kernel and the shape arithmetic share it."""
     axis = data.draw(st.integers(-array.ndim, array.ndim - 1))
     bound = st.integers(-9, 9) | st.sampled_from([-(2**63), 2**63 - 1])
     start, end = data.draw(bound), data.draw(bound)
     step = data.draw(st.integers(-3, 3).filter(bool))
-    index = [slice(None)] * array.ndim
-    index[axis] = slice(start, end, step)
+    positions = _spec_slice_positions(start, end, step, array.shape[axis])
     got = shapes.slice_(torch.from_numpy(array), (start,), (end,), (axis,), (step,))
-    np.testing.assert_array_equal(got.numpy(), array[tuple(index)])
+    np.testing.assert_array_equal(got.numpy(), np.take(array, positions, axis=axis))
+    sizes = tuple(range(array.shape[axis]))
+    assert shapes.slice_sequence(sizes, start, end, step) == tuple(positions)
+
+
+def _spec_slice_positions(start: int, end: int, step: int, size: int) -> list[int]:
+    """The ONNX Slice text: negative bounds count from the end, then starts clamp into
+    [0, size] (step > 0) or [0, size - 1] (step < 0), ends into [0, size] or [-1, size - 1]."""
+    start, end = start + size if start < 0 else start, end + size if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), size), min(max(end, 0), size)
+    else:
+        start, end = min(max(start, 0), size - 1), min(max(end, -1), size - 1)
+    return list(range(start, end, step))
+
+
+def test_a_backward_slice_from_before_the_first_element_starts_there() -> None:
+    # (what onnxruntime computes too; Python's x[-9::-1] is empty)
+    got = shapes.slice_(torch.arange(3), (-9,), (-(2**63),), (0,), (-1,))
+    np.testing.assert_array_equal(got.numpy(), [0])
+    assert shapes.slice_sequence((4, 5), -9, -9, -1) == (4,)
 
 
 @_FEW

@@ -84,6 +84,62 @@ def test_shape_arithmetic_matches_onnxruntime(shape: tuple[int, ...]) -> None:
         np.testing.assert_allclose(value.detach().numpy(), want, rtol=1e-6, err_msg=name)
 
 
+def random_shape_chain(draw: Any, rank: int) -> onnx.ModelProto:
+    """``Cast(f(Shape(x)), FLOAT)`` for a random chain ``f`` of the ops shape arithmetic
+    follows, with bounds beyond the shape and negative steps and indices."""
+    start, end = draw.choice([0, -2, 1, -rank - 3]), draw.choice([None, -1, rank + 5, 1])
+    attributes = {key: value for key, value in (("start", start), ("end", end)) if value}
+    nodes, constants, current = [oh.make_node("Shape", ["x"], ["s0"], **attributes)], [], "s0"
+    for step in range(draw.randint(1, 4)):
+        op, out = draw.choice(["Slice", "Gather", "Concat", "Add", "Sub", "Mul", "Div"]), f"s{step + 1}"
+        if op == "Slice":
+            bounds = [draw.choice([0, 1, -1, -9, 9]), draw.choice([-1, 2, 9, -9, 2**62, -(2**62)]), 0,
+                      draw.choice([1, -1, 2, -2])]
+            names = [f"{key}{step}" for key in ("start", "end", "axis", "step")]
+            constants += [_ints(name, [bound]) for name, bound in zip(names, bounds)]
+            nodes.append(oh.make_node("Slice", [current, *names], [out]))
+        elif op == "Gather":
+            constants.append(_ints(f"index{step}", draw.choice([[0], [-1], [0, 0], [-1, 0]])))
+            nodes.append(oh.make_node("Gather", [current, f"index{step}"], [out], axis=0))
+        elif op == "Concat":
+            constants.append(_ints(f"more{step}", [draw.randint(-1, 4)]))
+            nodes.append(oh.make_node("Concat", [current, f"more{step}"], [out], axis=0))
+        else:
+            constants.append(_ints(f"by{step}", draw.choice([1, 2, 3, -2])))
+            nodes.append(oh.make_node(op, [current, f"by{step}"], [out]))
+        current = out
+    nodes.append(oh.make_node("Cast", [current], ["y"], to=TensorProto.FLOAT))
+    graph = oh.make_graph(nodes, "chain", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [None] * rank)],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], constants)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def test_random_shape_chains_match_onnxruntime() -> None:
+    """Seeded chains (the oracle is onnxruntime; chains it refuses, an index out of range,
+    are left out): clamping of Shape's start/end and of Slice's bounds, negative steps
+    from before the first element included, truncating Div, negative Gather indices."""
+    import random
+
+    import onnxruntime
+
+    draw, compared = random.Random(20261124), 0
+    for _ in range(150):
+        rank = draw.randint(1, 4)
+        model = random_shape_chain(draw, rank)
+        x = np.zeros([draw.randint(1, 5) for _ in range(rank)], np.float32)
+        quiet = onnxruntime.SessionOptions()
+        quiet.log_severity_level = 4  # (the refused chains would print errors)
+        session = onnxruntime.InferenceSession(model.SerializeToString(), quiet, providers=["CPUExecutionProvider"])
+        try:
+            expected = session.run(None, {"x": x})[0]
+        except onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument:
+            continue
+        got = converter.to_torch(model)(torch.from_numpy(x)).numpy()
+        np.testing.assert_array_equal(got, expected, err_msg=str([(n.op_type, n.attribute) for n in model.graph.node]))
+        compared += 1
+    assert compared > 100
+
+
 def test_shape_arithmetic_reaches_reshape_as_python_sizes() -> None:
     """Reshape's target is a list of sizes read from ``x.shape``, not a tensor read back."""
     code = converter.to_torch(shape_arithmetic_model()).code

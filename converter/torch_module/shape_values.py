@@ -189,11 +189,11 @@ def _slice(builder: GraphBuilder, node: ir.Node) -> ShapeValue | None:
            and axes in (None, (0,), (-1,)) and (steps is None or (isinstance(steps, tuple) and len(steps) == 1)))
     if shape is None or not one or steps == (0,):
         return None
-    # Python's slice clamps like ONNX Slice (the Slice kernel reads bounds the same way)
-    chosen = slice(starts[0], ends[0], 1 if steps is None else steps[0])
+    bounds = (starts[0], ends[0], 1 if steps is None else steps[0])  # (clamped as the Slice kernel does)
     if shape.parts is not None:
-        return ShapeValue(shape.parts[chosen], None, False, shape.origin)
-    return ShapeValue(None, builder.graph.call_function(operator.getitem, (shape.whole, chosen)), False, shape.origin)
+        return ShapeValue(shapes.slice_sequence(shape.parts, *bounds), None, False, shape.origin)
+    return ShapeValue(None, builder.graph.call_function(shapes.slice_sequence, (shape.whole, *bounds)), False,
+                      shape.origin)
 
 
 def _same(builder: GraphBuilder, node: ir.Node) -> ShapeValue | None:

@@ -11,7 +11,7 @@ keyword, the input as a positional argument.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -78,9 +78,23 @@ def split(
     return tuple(torch.split(input, list(sizes), dim=dim))
 
 
+def slice_indices(start: int, end: int, step: int, size: int) -> tuple[int, int, int]:
+    """ONNX Slice's bounds as ``range`` arguments.  They clamp like Python's slices but for
+    one case: stepping backwards from a start before the first element, ONNX starts at the
+    first element (clamped into ``[0, size - 1]``) where Python selects nothing."""
+    if step < 0 and start < -size:
+        start = 0
+    return slice(start, end, step).indices(size)
+
+
+def slice_sequence(items: Sequence[Any], start: int, end: int, step: int) -> tuple[Any, ...]:
+    """A shape (sizes as a tuple or ``torch.Size``) sliced as ONNX Slice slices a 1-d tensor."""
+    return tuple(items[index] for index in range(*slice_indices(start, end, step, len(items))))
+
+
 def _slice_axis(data: torch.Tensor, axis: int, start: int, end: int, step: int) -> torch.Tensor:
     size = data.shape[axis]
-    first, stop, stride = slice(start, end, step).indices(size)
+    first, stop, stride = slice_indices(start, end, step, size)
     count = len(range(first, stop, stride))
     if count == 0:
         return data.narrow(axis, 0, 0)
