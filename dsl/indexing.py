@@ -23,7 +23,8 @@ each one of
 Constants are requested through the same callback as
 ``emit("Constant", [], {"value": numpy.ndarray})``; every other op is one of ``Slice``,
 ``Squeeze``, ``Unsqueeze``, ``Gather``, ``Reshape``, ``Cast`` and ``Concat`` (opset 13
-forms: axes and bounds are inputs).  Each
+forms: axes and bounds are inputs), and ``Shape``, ``Less`` and ``Where`` for a backward
+slice from a start below -1 (see ``_backward_stop``).  Each
 call returns a list with one output.  Attribute values are plain Python values (ints,
 lists of ints).  Mistakes raise :class:`dsl.errors.DslTypeError` without a location;
 callers attach theirs with ``err.with_location(...)``.
@@ -177,9 +178,12 @@ def _slice(target: Any, placed: list[_Axis], emit: Emit) -> Any:
         elif isinstance(item, slice):
             bounds = _slice_bounds(item)
             if bounds is not None:
-                starts.append(bounds[0])
-                ends.append(bounds[1])
-                steps.append(bounds[2])
+                start, stop, step = bounds
+                if _is_int(step) and step < 0 and _is_int(start) and start < -1:
+                    stop = _backward_stop(target, entry.axis, int(start), stop, emit)
+                starts.append(start)
+                ends.append(stop)
+                steps.append(step)
                 axes.append(entry.axis)
     if not axes:
         return target
@@ -187,6 +191,19 @@ def _slice(target: Any, placed: list[_Axis], emit: Emit) -> Any:
     if any(not (_is_int(step) and step == 1) for step in steps):
         inputs.append(_vector(emit, steps))
     return _one(emit("Slice", inputs, {}))
+
+
+def _backward_stop(target: Any, axis: int, start: int, stop: Any, emit: Emit) -> Any:
+    """The end of a backward slice starting at ``start`` < -1, as Python means it.
+
+    Going backwards from a start before the first element (``x[-9::-1]`` on 3 elements)
+    Python selects nothing, while ONNX's Slice clamps such a start to the first element
+    and, with an end before it too, selects that element.  An end of 0 selects nothing
+    backwards from 0 in ONNX, so the end becomes 0 where the axis is shorter than
+    ``-start`` (known only at run time: Shape, Less, Where)."""
+    size = _one(emit("Gather", [_one(emit("Shape", [target], {})), _const(emit, [axis])], {}))
+    short = _one(emit("Less", [size, _const(emit, [-start])], {}))
+    return _one(emit("Where", [short, _const(emit, [0]), _vector(emit, [stop])], {}))
 
 
 def _slice_bounds(item: slice) -> tuple[Any, Any, Any] | None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx.reference import ReferenceEvaluator
 
-from dsl import DslTypeError
+from dsl import FLOAT, DslTypeError, script
 from dsl.indexing import lower_subscript
 
 
@@ -64,6 +64,43 @@ def test_random_subscripts_match_numpy(index: tuple) -> None:
     np.testing.assert_array_equal(got, DATA[index])
 
 
+def run_op_in_onnxruntime(op_type: str, inputs: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
+    """One ONNX op executed by onnxruntime, which follows the Slice text where
+    onnx.reference does not (a backward slice from before the first element)."""
+    import onnxruntime
+
+    if op_type == "Constant":
+        return [np.asarray(attributes["value"])]
+    names = [f"i{k}" for k in range(len(inputs))]
+    graph = oh.make_graph(
+        [oh.make_node(op_type, names, ["out"], **attributes)], "g",
+        [oh.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in zip(names, inputs)],
+        [onnx.ValueInfoProto(name="out")],  # (onnxruntime infers the type)
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return [np.asarray(r) for r in session.run(None, dict(zip(names, inputs)))]
+
+
+@settings(max_examples=100, deadline=None)
+@given(subscripts())
+def test_random_subscripts_match_numpy_on_onnxruntime(index: tuple) -> None:
+    got = lower_subscript(DATA, index, run_op_in_onnxruntime)
+    np.testing.assert_array_equal(got, DATA[index])
+
+
+@pytest.mark.parametrize("index", [
+    (slice(-9, None, -1),), (slice(-6, -9, -1), slice(None, None, -2)), (Ellipsis, slice(-4, None, -2)),
+    (slice(-5, None, -1),), (slice(-4, None, -1),),
+])
+def test_a_backward_slice_from_before_the_first_element_selects_nothing(index: tuple) -> None:
+    # Python's meaning; ONNX's Slice (onnxruntime) would start at the first element
+    got = lower_subscript(DATA, index, run_op_in_onnxruntime)
+    np.testing.assert_array_equal(got, DATA[index])
+    assert got.shape == DATA[index].shape
+
+
 @pytest.mark.parametrize("index", [
     (np.int64(2),), (slice(None, None, -1), Ellipsis, 0), (None, Ellipsis, None),
     (Ellipsis, slice(1, None)), ([3, 0, 1],), (slice(None), [2, 2]),
@@ -97,3 +134,22 @@ def test_constant_tensors_are_int64() -> None:
 
     lower_subscript(DATA, (slice(1, 3), None, 0), emit)
     assert seen and all(dtype == np.int64 for dtype in seen)
+
+
+def test_a_backward_slice_compiled_and_eager_on_sizes_known_at_run_time() -> None:
+    """``x[-9::-1]`` on an axis of unknown size: the exported model (onnxruntime) and eager
+    mode select what numpy selects, for sizes below, at and above 9."""
+    import onnxruntime
+
+    @script()
+    def backward(x: FLOAT["N", "M"]) -> FLOAT["A", "B"]:
+        return x[-9::-1, -3:-9:-2]
+
+    session = onnxruntime.InferenceSession(backward.to_model_proto().SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    for rows, columns in [(3, 2), (9, 3), (12, 10), (0, 4)]:
+        x = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns)
+        expected = x[-9::-1, -3:-9:-2]
+        for got in (session.run(None, {"x": x})[0], np.asarray(backward(x))):
+            assert got.shape == expected.shape
+            np.testing.assert_array_equal(got, expected)
