@@ -13,6 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 from dsl import FLOAT, DslTypeError, script
 from dsl.indexing import lower_subscript
+from tests.roundtrip import runnable
 
 
 def run_op(op_type: str, inputs: list[np.ndarray], attributes: dict) -> list[np.ndarray]:
@@ -79,7 +80,7 @@ def run_op_in_onnxruntime(op_type: str, inputs: list[np.ndarray], attributes: di
         [onnx.ValueInfoProto(name="out")],  # (onnxruntime infers the type)
     )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(runnable(model).SerializeToString(), providers=["CPUExecutionProvider"])
     return [np.asarray(r) for r in session.run(None, dict(zip(names, inputs)))]
 
 
@@ -145,7 +146,7 @@ def test_a_backward_slice_compiled_and_eager_on_sizes_known_at_run_time() -> Non
     def backward(x: FLOAT["N", "M"]) -> FLOAT["A", "B"]:
         return x[-9::-1, -3:-9:-2]
 
-    session = onnxruntime.InferenceSession(backward.to_model_proto().SerializeToString(),
+    session = onnxruntime.InferenceSession(runnable(backward.to_model_proto()).SerializeToString(),
                                            providers=["CPUExecutionProvider"])
     for rows, columns in [(3, 2), (9, 3), (12, 10), (0, 4)]:
         x = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns)
