@@ -158,19 +158,15 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
     clashes = own & taken
     if not clashes:
         return wanted
-    if len(clashes) == len(own):  # every name clashes (a model merged with a copy of itself)
-        renamed = [name + "_1" if name else "" for name in wanted]  # (distinct, as their bases are)
-        fresh = [name for name in renamed if name] if unnamed else renamed
-        if own.isdisjoint(fresh) and taken.isdisjoint(fresh):  # each takes its first choice, name_1
-            return renamed
+    if len(clashes) == len(own):  # every name clashes (a model merged with a copy of itself): no probes
         clashing = [index for index, name in enumerate(wanted) if name]
     else:
         clashing = [index for index, name in enumerate(wanted) if name in clashes]
-        firsts = [wanted[index] + "_1" for index in clashing]
-        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # (the same, for the clashing ones)
-            for index, name in zip(clashing, firsts):
-                wanted[index] = name
-            return wanted
+    firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
+    if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
+        for index, name in zip(clashing, firsts):
+            wanted[index] = name
+        return wanted
     made: set[str] = set()
     for index in clashing:
         base = wanted[index]
