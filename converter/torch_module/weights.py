@@ -52,11 +52,13 @@ class WeightTable:
         self.constants: dict[ir.Value, np.ndarray] = {}
         self.graph_inputs = set(model.graph.inputs)
         self.uses = ir.use_counts(model.graph)
-        for function in _functions(model):  # (their calls are built in place: their values are read too)
+        main = ir.Function("main", model.graph)
+        called = main.callees()  # (their calls are built in place: their values are read too)
+        for function in called:
             for value, count in ir.use_counts(function.graph).items():
                 self.uses[value] = self.uses.get(value, 0) + count
         self.registered: dict[str, str] = {}  # torch name -> ONNX name, in registration order
-        self.statistics = running_statistics(model)
+        self.statistics = running_statistics(main, called)
         for node, _ in ir.walk(model.graph):
             self._add_constant(node)
         for graph in [model.graph, *(sub for node, _ in ir.walk(model.graph) for sub in ir.subgraphs(node))]:
@@ -137,21 +139,14 @@ def fold_integers(array: np.ndarray, limit: int) -> int | tuple[int, ...] | None
     return int(array) if array.ndim == 0 else tuple(int(item) for item in array)
 
 
-def _functions(model: ir.Model) -> list[ir.Function]:
-    """The model's functions and every function its graphs call."""
-    main = ir.Function("main", model.graph)
-    found = {id(function): function for function in model.functions}
-    for function in [*model.functions, main]:
-        found.update((id(callee), callee) for callee in function.callees())
-    return list(found.values())
-
-
-def running_statistics(model: ir.Model) -> set[ir.Value]:
+def running_statistics(main: ir.Function, called: list[ir.Function]) -> set[ir.Value]:
     """The values BatchNormalization nodes read as running mean and variance, in any graph,
-    or through the inputs of the functions that hold such nodes (a call passes its own)."""
+    or through the inputs of the functions that hold such nodes (a call passes its own).
+    ``called``: ``main.callees()``, callees first, so a callee's positions are known before
+    its callers are read."""
     found: set[ir.Value] = set()
     positions: dict[int, set[int]] = {}  # id(function) -> its inputs read as statistics
-    for function in [*ir.Function("main", model.graph).callees(), ir.Function("main", model.graph)]:
+    for function in [*called, main]:
         read: set[ir.Value] = set()
         for node, _ in ir.walk(function.graph):
             if node.callee is not None:
