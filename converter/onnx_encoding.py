@@ -402,14 +402,10 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
         initializers.add().CopyFrom(proto)
 
 
-def emit_node(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any) -> None:
-    """Append ``node`` to ``nodes`` (a repeated NodeProto field), naming its inputs and outputs."""
-    emit_nodes((node,), context, nodes, initializers)
-
-
 def emit_nodes(graph_nodes: Any, context: BodyContext, nodes: Any, initializers: Any) -> None:
-    """:func:`emit_node` for each of ``graph_nodes`` in order (one loop: what it looks up
-    once costs, per node, as much as writing a small node)."""
+    """Append each of ``graph_nodes`` to ``nodes`` (a repeated NodeProto field), in order,
+    naming its inputs and outputs (one loop: what it looks up once costs, per node, as much
+    as writing a small node)."""
     names = context.names
     known = names.get
     used = context.used
