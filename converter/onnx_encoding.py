@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from converter import node_wire
 from dsl import ir, types
 from dsl.errors import ConversionError
 
@@ -44,7 +45,7 @@ class Export:
     ``external``, when set, takes the large initializers as they are written, to an
     external data file or to be streamed into the model file (:mod:`converter.external_data`)."""
 
-    __slots__ = ("elem_types", "external", "min_ir_version", "type_protos")
+    __slots__ = ("elem_types", "external", "min_ir_version", "type_protos", "wire")
 
     def __init__(self, external: WeightsSink | None = None) -> None:
         self.min_ir_version = 3
@@ -54,6 +55,7 @@ class Export:
         # model spells a few shared type objects over and over, and copying a finished
         # TypeProto costs a third of writing one field by field (see fill_type_shared).
         self.type_protos: dict[int, tuple[ir.IRType, onnx.TypeProto]] = {}
+        self.wire = node_wire.WireCache()
 
     def need(self, ir_version: int) -> None:
         if ir_version > self.min_ir_version:
@@ -74,7 +76,7 @@ class BodyContext:
     references stay references (a FunctionProto), or the values to substitute (a model).
     """
 
-    __slots__ = ("attr_values", "export", "fresh_count", "function_names", "names", "omitted", "used")
+    __slots__ = ("attr_values", "export", "fresh_count", "function_names", "names", "omitted", "read_fields", "used")
 
     def __init__(
         self,
@@ -86,6 +88,8 @@ class BodyContext:
         # (Keyed by the Value, which hashes by identity: spread better than its id() would be.)
         self.names: dict[ir.Value, str] = {}
         self.used: set[str] = set()
+        # A value read as a node input, encoded (see converter.node_wire): made once a value.
+        self.read_fields: dict[ir.Value, bytes] = {}
         # Unnamed node outputs, written as omitted (""), with where to name them if read later.
         self.omitted: dict[int, tuple[onnx.NodeProto, int]] = {}
         self.attr_values = attr_values
@@ -402,63 +406,177 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
         initializers.add().CopyFrom(proto)
 
 
-def emit_nodes(graph_nodes: Any, context: BodyContext, nodes: Any, initializers: Any) -> None:
-    """Append each of ``graph_nodes`` to ``nodes`` (a repeated NodeProto field), in order,
-    naming its inputs and outputs (one loop: what it looks up once costs, per node, as much
-    as writing a small node)."""
+def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers: Any) -> None:
+    """Append each of ``graph_nodes`` to the nodes of ``parent`` (a GraphProto or
+    FunctionProto), in order, naming its inputs and outputs.
+
+    Nodes are encoded as wire-format bytes and merged into ``parent`` in one call (see
+    :mod:`converter.node_wire`); a node that needs a live NodeProto after it is written (an
+    omitted output a later read may name, a subgraph) goes through the protobuf API, the
+    bytes before it merged first so the order stays."""
     names = context.names
-    known = names.get
     used = context.used
-    add = nodes.add
+    reads = context.read_fields
+    read_field = reads.get
+    cache = context.export.wire
+    op_type_field, domain_field = cache.op_type_field, cache.domain_field
+    node_tag = node_wire.FUNCTION_NODE if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_NODE
+    OUTPUT, INPUT, NAME = node_wire.NODE_OUTPUT, node_wire.NODE_INPUT, node_wire.NODE_NAME
+    string_field, length_prefix = node_wire.string_field, node_wire.length_prefix
+    pending: list[bytes] = []  # encoded nodes not merged into ``parent`` yet
     for node in graph_nodes:
-        # The common case, every input a value named before, costs one dict lookup each
-        # (an omitted input, None, is no key: it reads None and takes the loop below).
-        inputs: list[Any] = list(map(known, node.inputs))
-        if not all(inputs):  # (a name not found, None, or an omitted output's "")
-            inputs = [
-                "" if value is None else known(value) or _input_name(value, context, nodes, initializers)
-                for value in node.inputs
-            ]
-            # Trailing omitted inputs are dropped, as onnx.helper does; inner ones stay "".
-            while inputs and inputs[-1] == "":
-                inputs.pop()
-        outputs: list[str] = []
-        for value in node.outputs:
-            name = value.name
-            if name and name not in used and value not in names:
-                used.add(name)
-                names[value] = name
-                outputs.append(name)
-            else:
-                outputs.append(context.define_output(value, node, len(outputs)))
-        if node.callee is not None:
-            domain, op_type = context.function_names.get(id(node.callee), (node.domain, node.op_type))
-        else:
-            domain, op_type = node.domain, node.op_type
-        # (add() and field by field: a fifth cheaper than add()'s keywords)
-        proto = add()
-        proto.op_type = op_type
-        if domain:
-            proto.domain = domain
-        proto.input.extend(inputs)
-        proto.output.extend(outputs)
-        if "" in outputs:
+        # The common case, every input a value read or defined before, costs one dict
+        # lookup each (an omitted input, None, is no key: it takes the slower way).
+        parts: list[Any] = list(map(read_field, node.inputs))
+        if not all(parts):
+            if pending:  # (naming an input may add a Constant node for it)
+                _merge_nodes(parent, pending)
+            parts = _input_fields(node, context, parent.node, initializers)
+        try:
             for index, value in enumerate(node.outputs):
-                if outputs[index] == "":
-                    context.omitted[id(value)] = (proto, index)
-        if node.name:
-            proto.name = node.name
-        if node.overload:
-            context.export.need(IR_FUNCTION_OVERLOAD)
-            proto.overload = node.overload
-        if node.doc_string:
-            proto.doc_string = node.doc_string
-        if node.metadata_props:
-            fill_metadata_props(proto, node.metadata_props, context.export)
-        if node.attributes:
-            add_attribute = proto.attribute.add
-            for attr in node.attributes.values():
-                fill_attribute(add_attribute(), attr, context)
+                name = value.name
+                if name and name not in used and value not in names:
+                    used.add(name)
+                    names[value] = name
+                else:
+                    name = context.define_output(value, node, index)
+                    if not name:  # omitted: a later read may name it in the written proto
+                        raise _NeedsProto
+                raw = name.encode("utf-8")
+                size = length_prefix(len(raw))
+                reads[value] = INPUT + size + raw
+                parts.append(OUTPUT + size + raw)
+            if node.callee is not None:
+                domain, op_type = context.function_names.get(id(node.callee), (node.domain, node.op_type))
+            else:
+                domain, op_type = node.domain, node.op_type
+            parts.append(op_type_field(op_type))
+            if domain:
+                parts.append(domain_field(domain))
+            if node.name:
+                parts.append(string_field(NAME, node.name))
+            if node.overload or node.doc_string or node.metadata_props or node.attributes:
+                parts.append(_rare_fields(node, context))
+        except (_NeedsProto, UnicodeEncodeError):
+            if pending:
+                _merge_nodes(parent, pending)
+            _emit_node_proto(node, context, parent.node, initializers)
+            continue
+        body = b"".join(parts)
+        pending.append(node_tag + length_prefix(len(body)) + body)
+    if pending:
+        _merge_nodes(parent, pending)
+
+
+class _NeedsProto(Exception):
+    """This node is written through the protobuf API (see :func:`emit_nodes`)."""
+
+
+def _merge_nodes(parent: Any, pending: list[bytes]) -> None:
+    parent.MergeFromString(b"".join(pending))
+    pending.clear()
+
+
+def _input_names(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any) -> list[str]:
+    known = context.names.get
+    inputs = [
+        "" if value is None else known(value) or _input_name(value, context, nodes, initializers)
+        for value in node.inputs
+    ]
+    # Trailing omitted inputs are dropped, as onnx.helper does; inner ones stay "".
+    while inputs and inputs[-1] == "":
+        inputs.pop()
+    return inputs
+
+
+def _input_fields(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any) -> list[bytes]:
+    """The encoded inputs of ``node``, naming those not named yet (and remembering the
+    encoding of each value read)."""
+    fields: list[bytes] = []
+    reads = context.read_fields
+    for value, name in zip(node.inputs, _input_names(node, context, nodes, initializers)):
+        found = None if value is None else reads.get(value)
+        if found is None:
+            found = node_wire.string_field(node_wire.NODE_INPUT, name)
+            if value is not None:
+                reads[value] = found
+        fields.append(found)
+    return fields
+
+
+def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
+    """The encoded overload, doc string, metadata and attributes of ``node``."""
+    fields: list[bytes] = []
+    if node.overload:
+        context.export.need(IR_FUNCTION_OVERLOAD)
+        fields.append(node_wire.string_field(node_wire.NODE_OVERLOAD, node.overload))
+    if node.doc_string:
+        fields.append(node_wire.string_field(node_wire.NODE_DOC_STRING, node.doc_string))
+    if node.metadata_props:
+        context.export.need(IR_METADATA_PROPS)
+        fields.append(node_wire.metadata_field(node.metadata_props))
+    for attr in node.attributes.values():
+        encoded = node_wire.plain_attribute_field(attr, context.export.wire)
+        if encoded is None:
+            if attr.kind in _SUBGRAPH_KINDS or (attr.ref_attr_name is not None and context.attr_values is not None):
+                # (a subgraph's omitted outputs may be named after it is written; a bound
+                # reference may stand for a subgraph)
+                raise _NeedsProto
+            proto = onnx.AttributeProto()
+            fill_attribute(proto, attr, context)
+            encoded = node_wire.message_field(node_wire.NODE_ATTRIBUTE, proto.SerializeToString())
+        fields.append(encoded)
+    return b"".join(fields)
+
+
+_SUBGRAPH_KINDS = frozenset((K.GRAPH, K.GRAPHS))
+
+
+def _output_names(node: ir.Node, context: BodyContext) -> list[str]:
+    # (Naming a value twice gives the first name again: outputs :func:`emit_nodes` named
+    # before it turned to the protobuf API keep theirs.)
+    names, used = context.names, context.used
+    outputs: list[str] = []
+    for index, value in enumerate(node.outputs):
+        name = value.name
+        if name and name not in used and value not in names:
+            used.add(name)
+            names[value] = name
+        else:
+            name = context.define_output(value, node, index)
+        outputs.append(name)
+    return outputs
+
+
+def _emit_node_proto(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any) -> None:
+    """Write ``node``, its inputs and outputs named already, through the protobuf API."""
+    outputs = _output_names(node, context)
+    if node.callee is not None:
+        domain, op_type = context.function_names.get(id(node.callee), (node.domain, node.op_type))
+    else:
+        domain, op_type = node.domain, node.op_type
+    proto = nodes.add()
+    proto.op_type = op_type
+    if domain:
+        proto.domain = domain
+    proto.input.extend(_input_names(node, context, nodes, initializers))
+    proto.output.extend(outputs)
+    for index, value in enumerate(node.outputs):
+        if outputs[index] == "":
+            context.omitted[id(value)] = (proto, index)
+    if node.name:
+        proto.name = node.name
+    if node.overload:
+        context.export.need(IR_FUNCTION_OVERLOAD)
+        proto.overload = node.overload
+    if node.doc_string:
+        proto.doc_string = node.doc_string
+    if node.metadata_props:
+        fill_metadata_props(proto, node.metadata_props, context.export)
+    if node.attributes:
+        add_attribute = proto.attribute.add
+        for attr in node.attributes.values():
+            fill_attribute(add_attribute(), attr, context)
 
 
 def _output_is_optional(node: ir.Node, index: int) -> bool:
@@ -527,8 +645,8 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
         sparse_proto = proto.sparse_initializer.add()
         fill_sparse(sparse_proto, sparse, context.export)
         sparse_proto.values.name = name
+    emit_nodes(graph.nodes, context, proto, proto.initializer)
     nodes = proto.node
-    emit_nodes(graph.nodes, context, nodes, proto.initializer)
     for name in output_names(graph, context, nodes):
         proto.output.add(name=name)
     for output, value in zip(proto.output, graph.outputs):
@@ -536,10 +654,36 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
             fill_type_shared(output.type, value.type, context.export)
         if value.doc_string:
             output.doc_string = value.doc_string
-    for value in graph.value_info:
-        defined = context.names.get(value)
+    emit_value_info(graph.value_info, context, proto)
+
+
+def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -> None:
+    """The value_info entries of ``values`` (those written, with a type) appended to
+    ``parent`` (a GraphProto or FunctionProto): encoded and merged in one call, as nodes
+    are (an exported model has an entry a value)."""
+    names = context.names
+    tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
+    entries: list[bytes] = []
+    for value in values:
+        defined = names.get(value)
         if defined and value.type is not None:
-            fill_value_info(proto.value_info.add(), defined, value, context)
+            body = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined) + _type_field(value.type, context.export)
+            if value.doc_string:
+                body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
+            entries.append(node_wire.message_field(tag, body))
+    if entries:
+        parent.MergeFromString(b"".join(entries))
+
+
+def _type_field(ir_type: ir.IRType, export: Export) -> bytes:
+    """A ValueInfoProto's encoded type field, made once per type object of an export."""
+    found = export.wire.types.get(id(ir_type))
+    if found is None:
+        made = onnx.TypeProto()
+        fill_type_shared(made, ir_type, export)
+        found = export.wire.types[id(ir_type)] = (ir_type, node_wire.message_field(node_wire.VALUE_INFO_TYPE,
+                                                                                    made.SerializeToString()))
+    return found[1]
 
 
 def output_names(graph: ir.Graph, context: BodyContext, nodes: Any) -> list[str]:

@@ -27,11 +27,11 @@ from converter.onnx_encoding import (
     annotation_type,
     emit_initializer,
     emit_nodes,
+    emit_value_info,
     fill_attribute,
     fill_graph,
     fill_sparse,
     fill_type,
-    fill_value_info,
     graph_to_proto,
     has_elem_type,
     is_complete,
@@ -88,7 +88,7 @@ def _fill_function(
         if value.initializer is None:
             raise ConversionError(f"initializer {value.name!r} has no data", value.location)
         emit_initializer(value.initializer, context.define(value), context, nodes, None)
-    emit_nodes(function.graph.nodes, context, nodes, None)
+    emit_nodes(function.graph.nodes, context, proto, None)
     proto.output.extend(output_names(function.graph, context, nodes))
     for param in function.attr_params:
         if param.default is None:
@@ -97,11 +97,9 @@ def _fill_function(
             export.need(_IR_FUNCTION_ATTRIBUTE_DEFAULTS)
             default = ir.Attr(param.name, param.default.kind, param.default.value)
             fill_attribute(proto.attribute_proto.add(), default, context)
-    for value in function.graph.value_info:
-        value_name = context.names.get(value)
-        if value_name and value.type is not None:
-            export.need(IR_FUNCTION_OVERLOAD)
-            fill_value_info(proto.value_info.add(), value_name, value, context)
+    if any(context.names.get(value) and value.type is not None for value in function.graph.value_info):
+        export.need(IR_FUNCTION_OVERLOAD)
+        emit_value_info(function.graph.value_info, context, proto)
     imports = _normal_imports(function.opset_imports)
     for callee in _direct_callees(function.graph):
         imports.setdefault(function_names.get(id(callee), (callee.domain, callee.name))[0], 1)
@@ -561,20 +559,12 @@ def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrid
     ]
     if not missing:
         return
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        raise ConversionError(
-            f"ONNX shape inference failed on the exported model: {error}",
-            graph.location,
-            hint="annotate the return type so that no inference is needed",
-        ) from None
-    # Inference types the graph's outputs itself: the value_info it adds for every inner
-    # value (reading each costs as much as writing a node) is read only when it did not.
-    known = {vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None}
-    known.update({vi.name: vi for vi in inferred.graph.input})
-    if any(model.graph.output[index].name not in known for index in missing):
-        known = {**{vi.name: vi for vi in inferred.graph.value_info}, **known}
+    wanted = [model.graph.output[index].name for index in missing]
+    # Data propagation (shapes computed from Shape, Concat, ... values) doubles inference's
+    # time: it runs only where plain inference leaves an output's type or a dimension open.
+    known = _inferred_types(model, wanted, graph, data_prop=False)
+    if not all(_settled(known.get(name)) for name in wanted):
+        known = _inferred_types(model, wanted, graph, data_prop=True)
     for index in missing:
         output = model.graph.output[index]
         found = known.get(output.name)
@@ -597,6 +587,47 @@ def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrid
             if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
                 merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
         output.type.CopyFrom(merged)
+
+
+def _inferred_types(
+    model: onnx.ModelProto, wanted: list[str], graph: ir.Graph, *, data_prop: bool
+) -> dict[str, onnx.ValueInfoProto]:
+    """The value infos ONNX shape inference gives the graph's inputs and outputs, and its
+    inner values where an output in ``wanted`` is not among those."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        if not data_prop:  # (the run with data propagation says what is wrong)
+            return {}
+        raise ConversionError(
+            f"ONNX shape inference failed on the exported model: {error}",
+            graph.location,
+            hint="annotate the return type so that no inference is needed",
+        ) from None
+    # Inference types the graph's outputs itself: the value_info it adds for every inner
+    # value (reading each costs as much as writing a node) is read only when it did not.
+    known = {vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None}
+    known.update({vi.name: vi for vi in inferred.graph.input})
+    if any(name not in known for name in wanted):
+        known = {**{vi.name: vi for vi in inferred.graph.value_info}, **known}
+    return known
+
+
+def _settled(found: onnx.ValueInfoProto | None) -> bool:
+    """Whether an inferred type says all data propagation could: a tensor's every
+    dimension a number or a name other than the ``unk__N`` that inference makes up for
+    a dimension it does not know (a user's name of that form costs a second run, no more)."""
+    if found is None or found.type.WhichOneof("value") is None:
+        return False
+    if not found.type.HasField("tensor_type"):
+        return True
+    tensor = found.type.tensor_type
+    if not tensor.elem_type or not tensor.HasField("shape"):
+        return False
+    return all(
+        dim.HasField("dim_value") or (dim.HasField("dim_param") and not dim.dim_param.startswith("unk__"))
+        for dim in tensor.shape.dim
+    )
 
 
 @functools.cache

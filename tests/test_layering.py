@@ -67,6 +67,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.passes": (2, "pass"),
     "converter.to_onnx": (2, "back end"),
     "converter.onnx_encoding": (2, "back end"),
+    "converter.node_wire": (2, "back end"),
     "converter.python_source": (2, "back end"),
     "converter.torch_module": (2, "back end"),
     "converter.compare": (2, "back end"),

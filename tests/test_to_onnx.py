@@ -279,6 +279,28 @@ def test_missing_output_type_is_inferred_only_where_missing() -> None:
     assert [d.dim_param or d.dim_value for d in model.graph.output[2].type.tensor_type.shape.dim] == ["N", 3]
 
 
+@pytest.mark.parametrize("reshaped", [False, True], ids=["plain inference suffices", "needs data propagation"])
+def test_inferred_output_types_are_those_data_propagation_gives(reshaped: bool) -> None:
+    """Inference runs without data propagation first (half the time) and again with it
+    only where an output is left open: either way the outputs are typed as the full
+    inference types them (the oracle: onnx.shape_inference with data_prop on the model)."""
+    x = ir.Value("x", FLOAT["N", 6])
+    relu, shape, flat, y = ir.Value("relu"), ir.Value("shape"), ir.Value("flat"), ir.Value("y")
+    if reshaped:  # Reshape to a shape computed from Shape: only data propagation knows it
+        nodes = [node("Relu", [x], [relu]), node("Shape", [x], [shape]), node("Reshape", [relu, shape], [y])]
+    else:
+        nodes = [node("Relu", [x], [relu]), node("Neg", [relu], [y])]
+    model = model_to_proto(ir.Function("f", ir.Graph("f", [x], [y], nodes), opset_imports={"": 18}))
+    onnx.checker.check_model(model, full_check=True)
+    untyped = onnx.ModelProto()
+    untyped.CopyFrom(model)
+    untyped.graph.output[0].ClearField("type")
+    full = onnx.shape_inference.infer_shapes(untyped, data_prop=True)
+    expected = next(vi for vi in [*full.graph.output, *full.graph.value_info] if vi.name == "y").type
+    assert model.graph.output[0].type == expected
+    assert [d.dim_param or d.dim_value for d in expected.tensor_type.shape.dim] == ["N", 6]
+
+
 def test_unknowable_output_type_and_untyped_input_are_errors() -> None:
     x = ir.Value("x", FLOAT[2])
     y = ir.Value("y")

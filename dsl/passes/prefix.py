@@ -26,10 +26,12 @@ True
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Collection, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any
 
 from dsl import ir
@@ -41,6 +43,16 @@ __all__ = [
 ]
 
 FunctionKey = tuple[str, str, str]  # (domain, name, overload)
+
+# (A merge renames whole models: the per-value and per-node steps below run as map()s of
+# these getters, each a loop in C, instead of a Python loop over hundreds of thousands.)
+_NAME = attrgetter("name")
+_INITIALIZER = attrgetter("initializer")
+_ATTRIBUTES = attrgetter("attributes")
+_NODE_VALUES = attrgetter("inputs", "outputs")
+_GRAPH_HEAD = attrgetter("inputs", "initializers")
+_GRAPH_TAIL = attrgetter("outputs", "value_info")
+_CALLEE = attrgetter("callee")
 
 
 class PrefixPass:
@@ -102,18 +114,16 @@ class GraphContents:
     @property
     def value_names(self) -> set[str]:
         """The names of :attr:`values` (one pass, no ordered list built)."""
-        return {value.name for values in self._value_lists() for value in values if value is not None}
+        return set(map(_NAME, filter(None, chain.from_iterable(self._value_lists()))))
 
     def _value_lists(self) -> Iterator[list[Any]]:
-        for current in self.graphs:
-            yield current.inputs
-            yield current.initializers
-        for node in self.nodes:
-            yield node.inputs
-            yield node.outputs
-        for current in self.graphs:
-            yield current.outputs
-            yield current.value_info
+        """The lists of values: each graph's inputs and initializers, each node's inputs
+        and outputs, each graph's outputs and value_info (in that order)."""
+        return chain(
+            chain.from_iterable(map(_GRAPH_HEAD, self.graphs)),
+            chain.from_iterable(map(_NODE_VALUES, self.nodes)),
+            chain.from_iterable(map(_GRAPH_TAIL, self.graphs)),
+        )
 
     @property
     def node_names(self) -> set[str]:
@@ -123,7 +133,7 @@ class GraphContents:
 
 def graph_contents(graph: ir.Graph) -> GraphContents:
     """The nodes and graphs of ``graph`` and its subgraphs, found in one walk."""
-    if not any(node.attributes for node in graph.nodes):  # (no node holds a subgraph: no walk)
+    if not any(map(_ATTRIBUTES, graph.nodes)):  # (no node holds a subgraph: no walk)
         return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
     return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
@@ -158,15 +168,18 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
     clashes = own & taken
     if not clashes:
         return wanted
-    if len(clashes) == len(own):  # every name clashes (a model merged with a copy of itself): no probes
-        clashing = [index for index, name in enumerate(wanted) if name]
+    if len(clashes) == len(own) and not unnamed:  # every name clashes (a model merged with a copy of itself)
+        firsts = list(map(str.__add__, wanted, repeat("_1")))  # (distinct, as their bases are)
+        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
+            return firsts
+        clashing: Any = range(len(wanted))
     else:
         clashing = [index for index, name in enumerate(wanted) if name in clashes]
-    firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
-    if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
-        for index, name in zip(clashing, firsts):
-            wanted[index] = name
-        return wanted
+        firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
+        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
+            for index, name in zip(clashing, firsts):
+                wanted[index] = name
+            return wanted
     made: set[str] = set()
     for index in clashing:
         base = wanted[index]
@@ -202,14 +215,20 @@ def _new_names_in_order(wanted: list[str], taken: AbstractSet[str]) -> list[str]
 def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: AbstractSet[str]) -> bool:
     if graph.sparse_initializers:
         return _rename_values_and_sparse(graph, values, prefix, taken)
-    modified = False
-    for value, name in zip(values, _new_names([v.name for v in values], prefix, taken)):
-        if value.name != name:
-            value.name = name
-            if value.initializer is not None:
-                value.initializer.name = name
-            modified = True
-    return modified
+    old_names = list(map(_NAME, values))
+    new_names = _new_names(old_names, prefix, taken)
+    if new_names == old_names:
+        return False
+    _set_names(values, new_names)
+    for tensor, name in zip(map(_INITIALIZER, values), new_names):  # (a tensor carries its name too)
+        if tensor is not None:
+            tensor.name = name
+    return True
+
+
+def _set_names(named: list[Any], names: list[str]) -> None:
+    """``item.name = name`` for each pair (one loop in C: the deque keeps nothing)."""
+    deque(map(setattr, named, repeat("name"), names), maxlen=0)
 
 
 def _rename_values_and_sparse(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: AbstractSet[str]) -> bool:
@@ -238,12 +257,12 @@ def _rename_values_and_sparse(graph: ir.Graph, values: list[ir.Value], prefix: s
 
 
 def _rename_nodes(nodes: list[ir.Node], prefix: str, taken: AbstractSet[str]) -> bool:
-    names = _new_names([n.name for n in nodes], prefix, taken)
-    modified = False
-    for node, name in zip(nodes, names):
-        if node.name != name:
-            node.name, modified = name, True
-    return modified
+    old_names = list(map(_NAME, nodes))
+    new_names = _new_names(old_names, prefix, taken)
+    if new_names == old_names:
+        return False
+    _set_names(nodes, new_names)
+    return True
 
 
 # -------------------------------------------------------------------------- functions
@@ -258,9 +277,10 @@ def model_functions(model: ir.Model, main_nodes: list[ir.Node] | None = None) ->
     (``main_nodes``: the main graph's nodes and its subgraphs', when already walked)."""
     found: dict[int, ir.Function] = {id(f): f for f in model.functions}
     nodes = [node for node, _ in ir.walk(model.graph)] if main_nodes is None else main_nodes
-    for node in nodes:
-        callee = node.callee
-        if callee is not None and id(callee) not in found:
+    called = dict.fromkeys(map(_CALLEE, nodes))  # (each callee once, in the order first called)
+    called.pop(None, None)
+    for callee in called:
+        if id(callee) not in found:
             for inner in callee.callees():  # (callees first, as Function.callees orders them)
                 found.setdefault(id(inner), inner)
             found[id(callee)] = callee
