@@ -18,10 +18,14 @@ per size:
   middle cut reads half the chain; the column "cut at the end" cuts the typed chain at
   its last inner value, reading (nearly) all of it;
 - for reference, µs per node of ``onnx.shape_inference.infer_shapes`` alone on the plain
-  chain: the floor under the untyped cut, whose writer has to infer the new output's type.
+  chain, without data propagation as the writer first runs it: the floor under the
+  untyped cut, whose writer has to infer the new output's type.
 
-Goal: linear in the number of nodes and <= 5 µs per node.  Sizes up to 20 000 nodes
-take the best of ``--repeats`` runs, larger ones a single run.
+Goal: linear in the number of nodes and <= 5 µs per node.  The operations run in rounds,
+each round timing every operation once (in a rotating order), so that a slow spell of a
+shared machine falls on all of them alike; each figure is the best of ``--repeats``
+rounds up to 20 000 nodes and of ``--large-repeats`` above.  On a shared machine single
+figures wander by tens of percent: compare ratios taken in the same run.
 """
 
 from __future__ import annotations
@@ -74,20 +78,17 @@ def chain_model(nodes: int, typed: bool = False) -> Any:
     return model
 
 
-def best_seconds(action: Callable[[], Any], repeats: int) -> float:
-    """The shortest of ``repeats`` runs of ``action``, each starting from a collected heap
-    (so no run pays for collecting the garbage of the one before)."""
-    samples = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
+def seconds(action: Callable[[], Any]) -> float:
+    """One run of ``action``, started from a collected heap (so no run pays for
+    collecting the garbage of the one before)."""
+    gc.collect()
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
 
 
-def measure(nodes: int, repeats: int) -> dict[str, float]:
-    """µs per node of each operation on chains of ``nodes`` nodes."""
+def measure(nodes: int, rounds: int) -> dict[str, float]:
+    """µs per node of each operation on chains of ``nodes`` nodes, the best of ``rounds``."""
     import onnx.compose
     import onnx.shape_inference
     import onnx.utils
@@ -96,37 +97,41 @@ def measure(nodes: int, repeats: int) -> dict[str, float]:
 
     first, second, typed = chain_model(nodes), chain_model(nodes), chain_model(nodes, typed=True)
     middle = f"v{nodes // 2}"
-    results = {
-        "merge": best_seconds(lambda: converter.merge(first, second, io_map=[("y", "x")]), repeats) / (2 * nodes),
-        "onnx.compose": best_seconds(
-            lambda: onnx.compose.merge_models(first, second, io_map=[("y", "x")], prefix2="b_"), repeats
-        ) / (2 * nodes),
-        "cut": best_seconds(lambda: converter.cut(first, outputs=[middle]), repeats) / nodes,
-        "cut typed": best_seconds(lambda: converter.cut(typed, outputs=[middle]), repeats) / nodes,
-        "cut at the end": best_seconds(lambda: converter.cut(typed, outputs=[f"v{nodes - 2}"]), repeats) / nodes,
-        "extract": best_seconds(
-            lambda: onnx.utils.Extractor(typed).extract_model(["x"], [middle]), repeats
-        ) / nodes,
-        "inference": best_seconds(
-            lambda: onnx.shape_inference.infer_shapes(first, check_type=False, strict_mode=False, data_prop=True),
-            repeats,
-        ) / nodes,
+    actions: dict[str, tuple[Callable[[], Any], int]] = {  # (the action, the nodes its time is divided by)
+        "merge": (lambda: converter.merge(first, second, io_map=[("y", "x")]), 2 * nodes),
+        "onnx.compose": (
+            lambda: onnx.compose.merge_models(first, second, io_map=[("y", "x")], prefix2="b_"), 2 * nodes
+        ),
+        "cut": (lambda: converter.cut(first, outputs=[middle]), nodes),
+        "cut typed": (lambda: converter.cut(typed, outputs=[middle]), nodes),
+        "cut at the end": (lambda: converter.cut(typed, outputs=[f"v{nodes - 2}"]), nodes),
+        "extract": (lambda: onnx.utils.Extractor(typed).extract_model(["x"], [middle]), nodes),
+        "inference": (lambda: onnx.shape_inference.infer_shapes(first, check_type=False, strict_mode=False), nodes),
     }
-    return {key: seconds * 1e6 for key, seconds in results.items()}
+    best = dict.fromkeys(actions, float("inf"))
+    names = list(actions)
+    for round_number in range(rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            action, count = actions[name]
+            best[name] = min(best[name], seconds(action) / count)
+    return {key: value * 1e6 for key, value in best.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[2000, 20000, 200000], help="nodes per model")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per size up to 20 000 nodes (best taken)")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds per size up to 20 000 nodes (best taken)")
+    parser.add_argument("--large-repeats", type=int, default=2, help="rounds per size above 20 000 nodes")
     args = parser.parse_args(argv)
 
-    rows = {size: measure(size, args.repeats if size <= 20000 else 1) for size in args.sizes}
+    rows = {size: measure(size, args.repeats if size <= 20000 else args.large_repeats) for size in args.sizes}
     print()
     print(
         "| nodes per model | merge (µs/node) | onnx.compose.merge_models (µs/node) | ratio "
         "| cut (µs/node) | cut, types known (µs/node) | onnx.utils.Extractor, types known (µs/node) | ratio "
-        "| cut at the end, types known (µs/node) | onnx.shape_inference alone (µs/node) | goal |"
+        "| cut at the end, types known (µs/node) | onnx.shape_inference alone, no data propagation (µs/node) "
+        "| goal |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for size, row in rows.items():

@@ -44,6 +44,8 @@ TORCH_FUNCTIONS = ("tests/test_torch_module_functions.py",)
 TORCH_TRAINING = ("tests/test_torch_module_training.py", "tests/test_torch_module_scan8.py")
 TORCH_FAST = ("tests/test_torch_module_fast_paths.py",)
 CUT = ("tests/test_passes_cut.py",)
+WIRE = ("tests/test_node_wire.py", "tests/test_to_onnx.py")
+MERGE = ("tests/test_passes_merge.py", "tests/test_passes_prefix.py")
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,29 @@ MUTATIONS = [
              "    if step < 0 and start < -size:\n        start = 0\n", "", TORCH_FAST),
     Mutation("K1", "the copying cut does not pre-map outputs (unsorted graphs)", "dsl/passes/cut.py",
              "            for value in node.outputs:\n                copier.value(value)\n", "            pass\n", CUT),
+    # ------------------------------------------------------------ nodes as wire-format bytes
+    Mutation("W1", "negative INTS attributes encoded as their low 32 bits", "converter/node_wire.py",
+             "packed = b\"\".join(_varint(v & _MASK64) for v in key)",
+             "packed = b\"\".join(_varint(v & 0xFFFFFFFF) for v in key)", WIRE),
+    Mutation("W2", "strings of 128 bytes and more encoded with a one-byte length", "converter/node_wire.py",
+             "    return tag + (_SMALL_LENGTHS[size] if size < 128 else _varint(size)) + raw",
+             "    return tag + bytes([size & 0x7F]) + raw", WIRE),
+    Mutation("W3", "an omitted output is encoded, so a later read cannot name it", "converter/onnx_encoding.py",
+             "                    if not name:  # omitted: a later read may name it in the written proto\n"
+             "                        raise _NeedsProto",
+             "                    if not name:  # omitted: a later read may name it in the written proto\n"
+             "                        pass", WIRE),
+    Mutation("W4", "every value_info entry takes the first type written", "converter/onnx_encoding.py",
+             "    found = export.wire.types.get(id(ir_type))",
+             "    found = export.wire.types.get(id(ir_type)) or next(iter(export.wire.types.values()), None)", WIRE),
+    Mutation("I1", "output types never inferred with data propagation", "converter/to_onnx.py",
+             "    if not all(_settled(known.get(name)) for name in wanted):", "    if False:", TO_ONNX),
+    Mutation("G1", "the merge rewires only the first node reading a mapped input", "dsl/passes/merge.py",
+             "map(_INPUTS, nodes)))):", "map(_INPUTS, nodes[:1])))):", MERGE),
+    Mutation("G2", "every name clashing: name_1 taken without checking it is free", "dsl/passes/prefix.py",
+             "        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1\n"
+             "            return firsts",
+             "        if True:\n            return firsts", MERGE),
 ]
 
 
