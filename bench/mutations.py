@@ -152,7 +152,7 @@ MUTATIONS = [
              "        proto.ints.extend(int(v) for v in reversed(value))", TO_ONNX),
     Mutation("O2", "FLOAT attributes written through float16", "converter/onnx_encoding.py",
              "        proto.f = float(value)", "        proto.f = float(__import__('numpy').float16(value))", TO_ONNX),
-    Mutation("O3", "named dimensions dropped from types", "converter/onnx_encoding.py",
+    Mutation("O3", "named dimensions dropped from types", "converter/value_encoding.py",
              "        elif isinstance(dim, str):\n            entry.dim_param = dim",
              "        elif isinstance(dim, str):\n            pass", TO_ONNX),
     # ------------------------------------------------------------------------- markup
@@ -205,14 +205,14 @@ MUTATIONS = [
              "    return tag + (_SMALL_LENGTHS[size] if size < 128 else _varint(size)) + raw",
              "    return tag + bytes([size & 0x7F]) + raw", WIRE),
     Mutation("W3", "an omitted output is encoded, so a later read cannot name it", "converter/onnx_encoding.py",
-             "                    if not name:  # omitted: a later read may name it in the written proto\n"
-             "                        raise _NeedsProto",
-             "                    if not name:  # omitted: a later read may name it in the written proto\n"
-             "                        pass", WIRE),
+             "                if not name:  # omitted: a later read may name it in the written proto\n"
+             "                    raise _NeedsProto",
+             "                if not name:  # omitted: a later read may name it in the written proto\n"
+             "                    pass", WIRE),
     Mutation("W4", "every value_info entry takes the first type written", "converter/onnx_encoding.py",
              "    found = export.wire.types.get(id(ir_type))",
              "    found = export.wire.types.get(id(ir_type)) or next(iter(export.wire.types.values()), None)", WIRE),
-    Mutation("I1", "output types never inferred with data propagation", "converter/to_onnx.py",
+    Mutation("I1", "output types never inferred with data propagation", "converter/inferred_types.py",
              "    if not all(_settled(known.get(name)) for name in wanted):", "    if False:", TO_ONNX),
     Mutation("G1", "the merge rewires only the first node reading a mapped input", "dsl/passes/merge.py",
              "map(_INPUTS, nodes)))):", "map(_INPUTS, nodes[:1])))):", MERGE),

@@ -3,69 +3,43 @@
 The encoders every writer of protos shares: :mod:`converter.to_onnx` assembles
 functions and models from them, and eager mode encodes the attributes of one op call
 with :func:`attribute_to_proto`.  A graph attribute is a graph, so graphs (their
-nodes, initializers and value names) are encoded here too.  Protos are written field by
-field through the protobuf ``add()`` API rather than ``onnx.helper.make_node`` (about
-twice as fast, measured: 2 µs against 5 µs a node).  While writing, an :class:`Export`
-records the features that raise the IR version a model needs (element types, optional
-types, overloads).
+nodes, initializers and value names) are encoded here too; tensors and types, the
+leaves, are :mod:`converter.value_encoding`'s.  Nodes and value_info entries are
+encoded as wire-format bytes and merged into their graph in one call
+(:mod:`converter.node_wire`); the rest is written field by field through the protobuf
+API, never through ``onnx.helper`` (about twice as slow).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from converter import node_wire
-from dsl import ir, types
+from converter.value_encoding import (
+    IR_FUNCTION_OVERLOAD,
+    IR_METADATA_PROPS,
+    Export,
+    fill_metadata_props,
+    fill_sparse,
+    fill_type,
+    fill_type_shared,
+    recorded_tensor_proto,
+    tensor_to_proto,
+    type_to_proto,
+)
+from dsl import ir
 from dsl.errors import ConversionError
-
-if TYPE_CHECKING:
-    from converter.external_data import WeightsSink
 
 # The fill_*/emit_* writers, Export and BodyContext are converter.to_onnx's building blocks.
 __all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto"]
 
 K = ir.AttrKind
 
-# Element types -> the IR version that introduced them (onnx.proto's IR version history).
-_ELEM_TYPE_IR_VERSION = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13, 27: 14, 28: 14}
-IR_FUNCTION_OVERLOAD = 10  # FunctionProto.overload, NodeProto.overload, FunctionProto.value_info
-IR_METADATA_PROPS = 10  # NodeProto.metadata_props, GraphProto.metadata_props
 # Domains whose ops have schemas in onnx.defs (custom domains have none).
 SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
-
-
-class Export:
-    """What one export learns while writing protos: features that raise the IR version.
-
-    ``external``, when set, takes the large initializers as they are written, to an
-    external data file or to be streamed into the model file (:mod:`converter.external_data`)."""
-
-    __slots__ = ("elem_types", "external", "min_ir_version", "type_protos", "wire")
-
-    def __init__(self, external: WeightsSink | None = None) -> None:
-        self.min_ir_version = 3
-        self.elem_types: set[int] = set()
-        self.external = external
-        # id(IR type) -> (the type, kept alive so the id stays its own; its TypeProto): a
-        # model spells a few shared type objects over and over, and copying a finished
-        # TypeProto costs a third of writing one field by field (see fill_type_shared).
-        self.type_protos: dict[int, tuple[ir.IRType, onnx.TypeProto]] = {}
-        self.wire = node_wire.WireCache()
-
-    def need(self, ir_version: int) -> None:
-        if ir_version > self.min_ir_version:
-            self.min_ir_version = ir_version
-
-    def required_ir_version(self) -> int:
-        found = self.min_ir_version
-        for elem in self.elem_types:
-            found = max(found, _ELEM_TYPE_IR_VERSION.get(elem, 3))
-        return found
 
 
 class BodyContext:
@@ -116,6 +90,21 @@ class BodyContext:
             return ""
         return self.define(value)
 
+    def define_outputs(self, node: ir.Node) -> list[str]:
+        """The names of ``node``'s outputs (see :meth:`define_output`); naming a value
+        again gives the name it has."""
+        names, used = self.names, self.used
+        outputs: list[str] = []
+        for index, value in enumerate(node.outputs):
+            name = value.name
+            if name and name not in used and value not in names:  # (the usual case, inlined)
+                used.add(name)
+                names[value] = name
+            else:
+                name = self.define_output(value, node, index)
+            outputs.append(name)
+        return outputs
+
     def name_read_value(self, value: ir.Value) -> str:
         """The name of a value being read; an unnamed output read after all gets a name now."""
         found = self.names.get(value)
@@ -144,122 +133,6 @@ class BodyContext:
             candidate = f"{base}_{self.fresh_count}"
             if candidate not in self.used:
                 return candidate
-
-
-# ------------------------------------------------------------------------ tensors, types
-
-
-def tensor_to_proto(tensor: ir.Tensor, name: str | None = None) -> onnx.TensorProto:
-    """An :class:`ir.Tensor` as a ``TensorProto`` (every element type, strings included).
-
-    >>> import numpy as np
-    >>> from dsl import ir
-    >>> tensor_to_proto(ir.Tensor(np.array([1.5], np.float32), 1), "w").data_type
-    1
-    """
-    array = tensor.array
-    if not isinstance(array, np.ndarray):
-        array = np.asarray(array)
-    expected = types.numpy_dtype(tensor.elem_type) if tensor.elem_type in _KNOWN_ELEM_TYPES else None
-    if tensor.elem_type == types.STRING.enum:
-        if array.dtype.kind != "O":
-            array = array.astype(object)
-    elif expected is not None and array.dtype != expected:
-        array = array.astype(expected)
-    proto = numpy_helper.from_array(array, tensor.name if name is None else name)
-    if tensor.doc_string:
-        proto.doc_string = tensor.doc_string
-    return proto
-
-
-_KNOWN_ELEM_TYPES = frozenset(t.enum for t in types.ELEMENT_TYPES.values())
-
-
-def fill_type(proto: onnx.TypeProto, ir_type: ir.IRType, export: Export) -> None:
-    """Write ``ir_type`` into ``proto`` (tensor, sequence, optional, map or sparse tensor type)."""
-    if isinstance(ir_type, ir.TensorType):
-        tensor_type = proto.tensor_type
-        tensor_type.elem_type = ir_type.elem_type
-        export.elem_types.add(ir_type.elem_type)
-        if ir_type.shape is not None:
-            _fill_shape(tensor_type.shape, ir_type.shape)
-    elif isinstance(ir_type, ir.SequenceType):
-        proto.sequence_type.SetInParent()
-        if ir_type.elem is not None:
-            fill_type(proto.sequence_type.elem_type, ir_type.elem, export)
-    elif isinstance(ir_type, ir.OptionalType):
-        export.need(8)
-        proto.optional_type.SetInParent()
-        if ir_type.elem is not None:
-            fill_type(proto.optional_type.elem_type, ir_type.elem, export)
-    elif isinstance(ir_type, ir.MapType):
-        proto.map_type.key_type = ir_type.key_type
-        if ir_type.value is not None:
-            fill_type(proto.map_type.value_type, ir_type.value, export)
-    elif isinstance(ir_type, ir.SparseTensorType):
-        export.need(8)
-        sparse = proto.sparse_tensor_type
-        sparse.elem_type = ir_type.elem_type
-        export.elem_types.add(ir_type.elem_type)
-        if ir_type.shape is not None:
-            _fill_shape(sparse.shape, ir_type.shape)
-    else:
-        raise ConversionError(f"{ir_type!r} is not an ONNX type", hint="use FLOAT[...], Sequence[...] or Optional[...]")
-
-
-def fill_type_shared(proto: onnx.TypeProto, ir_type: ir.IRType, export: Export) -> None:
-    """:func:`fill_type`, written once per type object of an export and copied after that."""
-    found = export.type_protos.get(id(ir_type))
-    if found is None:
-        made = onnx.TypeProto()
-        fill_type(made, ir_type, export)  # (records the type's element types and IR needs in ``export`` once)
-        found = export.type_protos[id(ir_type)] = (ir_type, made)
-    proto.CopyFrom(found[1])
-
-
-def _fill_shape(proto: onnx.TensorShapeProto, shape: tuple[int | str | None, ...]) -> None:
-    proto.SetInParent()  # a present, empty shape means rank 0
-    for dim in shape:
-        entry = proto.dim.add()
-        if isinstance(dim, int):
-            entry.dim_value = dim
-        elif isinstance(dim, str):
-            entry.dim_param = dim
-
-
-def type_to_proto(ir_type: ir.IRType | types.ElementType) -> onnx.TypeProto:
-    """An IR type or annotation (``FLOAT``, ``FLOAT[2, "N"]``, ``Sequence[...]``) as an ``onnx.TypeProto``.
-
-    >>> from dsl import FLOAT
-    >>> type_to_proto(FLOAT[2, "N"]).tensor_type.shape.dim[1].dim_param
-    'N'
-    """
-    proto = onnx.TypeProto()
-    if isinstance(ir_type, types.ElementType):
-        ir_type = ir_type.tensor_type
-    fill_type(proto, ir_type, Export())
-    return proto
-
-
-def is_complete(ir_type: ir.IRType | None) -> bool:
-    """Whether a model input/output of this type satisfies the checker (element type and rank known)."""
-    if ir_type is None:
-        return False
-    if isinstance(ir_type, (ir.TensorType, ir.SparseTensorType)):
-        return ir_type.elem_type != 0 and ir_type.shape is not None
-    # The checker wants a rank only for tensors at the top; a container needs its element type.
-    return has_elem_type(ir_type)
-
-
-def has_elem_type(ir_type: ir.IRType | None) -> bool:
-    """Whether the type says its element type (of the tensors inside, for a container)."""
-    if isinstance(ir_type, (ir.TensorType, ir.SparseTensorType)):
-        return ir_type.elem_type != 0
-    if isinstance(ir_type, (ir.SequenceType, ir.OptionalType)):
-        return ir_type.elem is not None and has_elem_type(ir_type.elem)
-    if isinstance(ir_type, ir.MapType):
-        return ir_type.value is not None and has_elem_type(ir_type.value)
-    return False
 
 
 # ----------------------------------------------------------------------------- attributes
@@ -299,10 +172,10 @@ def fill_attribute(proto: onnx.AttributeProto, attr: ir.Attr, context: BodyConte
     elif kind == K.STRINGS:
         proto.strings.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in value)
     elif kind == K.TENSOR:
-        proto.t.CopyFrom(_tensor_proto(value, context.export))
+        proto.t.CopyFrom(recorded_tensor_proto(value, context.export))
     elif kind == K.TENSORS:
         for tensor in value:
-            proto.tensors.add().CopyFrom(_tensor_proto(tensor, context.export))
+            proto.tensors.add().CopyFrom(recorded_tensor_proto(tensor, context.export))
     elif kind == K.GRAPH:
         fill_graph(proto.g, value, context)
     elif kind == K.GRAPHS:
@@ -320,18 +193,6 @@ def fill_attribute(proto: onnx.AttributeProto, attr: ir.Attr, context: BodyConte
             fill_type(proto.type_protos.add(), ir_type, context.export)
     else:
         raise ConversionError(f"attribute {attr.name} has no value kind ({kind.name})", attr.location)
-
-
-def _tensor_proto(tensor: ir.Tensor, export: Export) -> onnx.TensorProto:
-    export.elem_types.add(tensor.elem_type)
-    return tensor_to_proto(tensor)
-
-
-def fill_sparse(proto: onnx.SparseTensorProto, sparse: ir.SparseTensor, export: Export) -> None:
-    """Write a COO sparse tensor (values, indices, dims) into ``proto``."""
-    proto.values.CopyFrom(_tensor_proto(sparse.values, export))
-    proto.indices.CopyFrom(_tensor_proto(sparse.indices, export))
-    proto.dims.extend(sparse.dims)
 
 
 def _bound_attr(attr: ir.Attr, attr_values: dict[str, ir.Attr]) -> ir.Attr:
@@ -395,7 +256,7 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
         written = initializers.add(name=name, doc_string=tensor.doc_string)
         external.fill(written, tensor.array, tensor.elem_type)
         return
-    proto = _tensor_proto(tensor, context.export)
+    proto = recorded_tensor_proto(tensor, context.export)
     if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
         node = nodes.add(op_type="Constant", output=[name])
         attribute = node.attribute.add(name="value", type=int(K.TENSOR))
@@ -414,8 +275,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
     :mod:`converter.node_wire`); a node that needs a live NodeProto after it is written (an
     omitted output a later read may name, a subgraph) goes through the protobuf API, the
     bytes before it merged first so the order stays."""
-    names = context.names
-    used = context.used
+    define_outputs = context.define_outputs
     reads = context.read_fields
     read_field = reads.get
     cache = context.export.wire
@@ -433,23 +293,14 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                 _merge_nodes(parent, pending)
             parts = _input_fields(node, context, parent.node, initializers)
         try:
-            for index, value in enumerate(node.outputs):
-                name = value.name
-                if name and name not in used and value not in names:
-                    used.add(name)
-                    names[value] = name
-                else:
-                    name = context.define_output(value, node, index)
-                    if not name:  # omitted: a later read may name it in the written proto
-                        raise _NeedsProto
+            for value, name in zip(node.outputs, define_outputs(node)):
+                if not name:  # omitted: a later read may name it in the written proto
+                    raise _NeedsProto
                 raw = name.encode("utf-8")
                 size = length_prefix(len(raw))
                 reads[value] = INPUT + size + raw
                 parts.append(OUTPUT + size + raw)
-            if node.callee is not None:
-                domain, op_type = context.function_names.get(id(node.callee), (node.domain, node.op_type))
-            else:
-                domain, op_type = node.domain, node.op_type
+            domain, op_type = _written_op(node, context)
             parts.append(op_type_field(op_type))
             if domain:
                 parts.append(domain_field(domain))
@@ -532,29 +383,17 @@ def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
 _SUBGRAPH_KINDS = frozenset((K.GRAPH, K.GRAPHS))
 
 
-def _output_names(node: ir.Node, context: BodyContext) -> list[str]:
-    # (Naming a value twice gives the first name again: outputs :func:`emit_nodes` named
-    # before it turned to the protobuf API keep theirs.)
-    names, used = context.names, context.used
-    outputs: list[str] = []
-    for index, value in enumerate(node.outputs):
-        name = value.name
-        if name and name not in used and value not in names:
-            used.add(name)
-            names[value] = name
-        else:
-            name = context.define_output(value, node, index)
-        outputs.append(name)
-    return outputs
+def _written_op(node: ir.Node, context: BodyContext) -> tuple[str, str]:
+    """(domain, op type) as written: a call names the function as the export does."""
+    if node.callee is not None:
+        return context.function_names.get(id(node.callee), (node.domain, node.op_type))
+    return node.domain, node.op_type
 
 
 def _emit_node_proto(node: ir.Node, context: BodyContext, nodes: Any, initializers: Any) -> None:
     """Write ``node``, its inputs and outputs named already, through the protobuf API."""
-    outputs = _output_names(node, context)
-    if node.callee is not None:
-        domain, op_type = context.function_names.get(id(node.callee), (node.domain, node.op_type))
-    else:
-        domain, op_type = node.domain, node.op_type
+    outputs = context.define_outputs(node)  # (named already: the same names again)
+    domain, op_type = _written_op(node, context)
     proto = nodes.add()
     proto.op_type = op_type
     if domain:
@@ -595,27 +434,6 @@ def _optional_output_indices(op_type: str, domain: str) -> frozenset[int]:
         return frozenset()
     optional = onnx.defs.OpSchema.FormalParameterOption.Optional
     return frozenset(i for i, formal in enumerate(schema.outputs) if formal.option == optional)
-
-
-def fill_metadata_props(proto: Any, props: dict[str, str], export: Export) -> None:
-    """Write ``props`` into the ``metadata_props`` of a NodeProto or GraphProto (IR 10 and up)."""
-    export.need(IR_METADATA_PROPS)
-    for key, text in props.items():
-        proto.metadata_props.add(key=key, value=text)
-
-
-def annotation_type(annotation: Any, what: str) -> ir.IRType:
-    """The IR type an annotation object (``FLOAT[2, 'N']``, ``Map[...]``...) stands for;
-    ``what`` names where it was given (``"io_types['x']"``) in the error for anything else."""
-    found = types.to_ir_type(annotation)
-    if found is None and isinstance(annotation, (ir.MapType, ir.SparseTensorType)):
-        found = annotation
-    if found is None:
-        raise ConversionError(
-            f"{what} is {annotation!r}, not a type",
-            hint="write a type such as FLOAT[2, 'N'], INT64 or Sequence[FLOAT[...]]",
-        )
-    return found
 
 
 def fill_value_info(proto: onnx.ValueInfoProto, name: str, value: ir.Value, context: BodyContext) -> None:

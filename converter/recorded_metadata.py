@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from converter.onnx_encoding import Export, annotation_type, fill_metadata_props, fill_type
+from converter.value_encoding import Export, annotation_type, fill_metadata_props, fill_type
 from dsl import ir
 
 __all__ = ["apply_recorded_metadata", "node_metadata_attached", "node_paths", "main_node_key"]

@@ -19,23 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from converter.inferred_types import infer_missing_output_types
 from converter.onnx_encoding import (
-    IR_FUNCTION_OVERLOAD,
     SCHEMA_DOMAINS,
     BodyContext,
-    Export,
-    annotation_type,
     emit_initializer,
     emit_nodes,
     emit_value_info,
     fill_attribute,
     fill_graph,
+    graph_to_proto,
+    output_names,
+)
+from converter.value_encoding import (
+    IR_FUNCTION_OVERLOAD,
+    Export,
+    annotation_type,
     fill_sparse,
     fill_type,
-    graph_to_proto,
     has_elem_type,
-    is_complete,
-    output_names,
     tensor_to_proto,
     type_to_proto,
 )
@@ -346,7 +348,7 @@ def model_to_proto(
     model.ir_version = _ir_version(model, export, ir_version, source.model)
     _fill_metadata(model, source, producer_name, producer_version, doc_string, metadata_props)
     if infer_output_types:
-        _infer_missing_output_types(model, source.graph, overrides)
+        infer_missing_output_types(model, source.graph, overrides)
     return model
 
 
@@ -548,86 +550,6 @@ def _apply_overrides(
         if id(value) in overrides:
             proto.ClearField("type")
             fill_type(proto.type, overrides[id(value)], export)
-
-
-def _infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
-    """Fill output types the IR lacks from ONNX shape inference (run only when one lacks)."""
-    missing = [
-        index
-        for index, value in enumerate(graph.outputs)
-        if not is_complete(overrides.get(id(value), value.type))
-    ]
-    if not missing:
-        return
-    wanted = [model.graph.output[index].name for index in missing]
-    # Data propagation (shapes computed from Shape, Concat, ... values) doubles inference's
-    # time: it runs only where plain inference leaves an output's type or a dimension open.
-    known = _inferred_types(model, wanted, graph, data_prop=False)
-    if not all(_settled(known.get(name)) for name in wanted):
-        known = _inferred_types(model, wanted, graph, data_prop=True)
-    for index in missing:
-        output = model.graph.output[index]
-        found = known.get(output.name)
-        if found is None or found.type.WhichOneof("value") is None:
-            if output.type.WhichOneof("value") is None:
-                value = graph.outputs[index]
-                raise ConversionError(
-                    f"the type of output {output.name!r} is unknown and ONNX shape inference cannot tell it",
-                    value.location or graph.location,
-                    hint="annotate the return type (-> FLOAT[...]) or pass io_types",
-                )
-            continue
-        declared = output.type
-        merged = onnx.TypeProto()
-        merged.CopyFrom(found.type)
-        if declared.HasField("tensor_type") and merged.HasField("tensor_type"):
-            # The declared element type is the user's word; inference only adds the shape.
-            if declared.tensor_type.elem_type:
-                merged.tensor_type.elem_type = declared.tensor_type.elem_type
-            if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
-                merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
-        output.type.CopyFrom(merged)
-
-
-def _inferred_types(
-    model: onnx.ModelProto, wanted: list[str], graph: ir.Graph, *, data_prop: bool
-) -> dict[str, onnx.ValueInfoProto]:
-    """The value infos ONNX shape inference gives the graph's inputs and outputs, and its
-    inner values where an output in ``wanted`` is not among those."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        if not data_prop:  # (the run with data propagation says what is wrong)
-            return {}
-        raise ConversionError(
-            f"ONNX shape inference failed on the exported model: {error}",
-            graph.location,
-            hint="annotate the return type so that no inference is needed",
-        ) from None
-    # Inference types the graph's outputs itself: the value_info it adds for every inner
-    # value (reading each costs as much as writing a node) is read only when it did not.
-    known = {vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None}
-    known.update({vi.name: vi for vi in inferred.graph.input})
-    if any(name not in known for name in wanted):
-        known = {**{vi.name: vi for vi in inferred.graph.value_info}, **known}
-    return known
-
-
-def _settled(found: onnx.ValueInfoProto | None) -> bool:
-    """Whether an inferred type says all data propagation could: a tensor's every
-    dimension a number or a name other than the ``unk__N`` that inference makes up for
-    a dimension it does not know (a user's name of that form costs a second run, no more)."""
-    if found is None or found.type.WhichOneof("value") is None:
-        return False
-    if not found.type.HasField("tensor_type"):
-        return True
-    tensor = found.type.tensor_type
-    if not tensor.elem_type or not tensor.HasField("shape"):
-        return False
-    return all(
-        dim.HasField("dim_value") or (dim.HasField("dim_param") and not dim.dim_param.startswith("unk__"))
-        for dim in tensor.shape.dim
-    )
 
 
 @functools.cache

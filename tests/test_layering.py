@@ -68,6 +68,8 @@ PLACES: dict[str, tuple[int, str]] = {
     "converter.to_onnx": (2, "back end"),
     "converter.onnx_encoding": (2, "back end"),
     "converter.node_wire": (2, "back end"),
+    "converter.value_encoding": (2, "back end"),
+    "converter.inferred_types": (2, "back end"),
     "converter.python_source": (2, "back end"),
     "converter.torch_module": (2, "back end"),
     "converter.compare": (2, "back end"),

@@ -1,0 +1,104 @@
+"""Output types a model's IR leaves open, filled from ONNX shape inference.
+
+A model's outputs must be typed (the checker wants an element type and a rank), and
+IR from an unannotated ``@script`` function or a cut at an inner value may not say
+them.  Inference runs without data propagation first (shapes computed from Shape,
+Concat, ... values: it more than doubles inference's time on a long chain) and again
+with it only where an output's type or a dimension stays open, so the types are those
+full inference gives either way.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx.shape_inference
+
+from converter.value_encoding import is_complete
+from dsl import ir
+from dsl.errors import ConversionError
+
+__all__ = ["infer_missing_output_types"]
+
+
+def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
+    """Fill the output types ``graph`` (the IR ``model`` was written from) lacks, with
+    ``overrides`` (``io_types``) taken as given; inference runs only when one lacks.
+
+    >>> infer_missing_output_types(model_proto, function.graph, {})   # doctest: +SKIP
+    """
+    missing = [
+        index
+        for index, value in enumerate(graph.outputs)
+        if not is_complete(overrides.get(id(value), value.type))
+    ]
+    if not missing:
+        return
+    wanted = [model.graph.output[index].name for index in missing]
+    # Data propagation (shapes computed from Shape, Concat, ... values) doubles inference's
+    # time: it runs only where plain inference leaves an output's type or a dimension open.
+    known = _inferred_types(model, wanted, graph, data_prop=False)
+    if not all(_settled(known.get(name)) for name in wanted):
+        known = _inferred_types(model, wanted, graph, data_prop=True)
+    for index in missing:
+        output = model.graph.output[index]
+        found = known.get(output.name)
+        if found is None or found.type.WhichOneof("value") is None:
+            if output.type.WhichOneof("value") is None:
+                value = graph.outputs[index]
+                raise ConversionError(
+                    f"the type of output {output.name!r} is unknown and ONNX shape inference cannot tell it",
+                    value.location or graph.location,
+                    hint="annotate the return type (-> FLOAT[...]) or pass io_types",
+                )
+            continue
+        declared = output.type
+        merged = onnx.TypeProto()
+        merged.CopyFrom(found.type)
+        if declared.HasField("tensor_type") and merged.HasField("tensor_type"):
+            # The declared element type is the user's word; inference only adds the shape.
+            if declared.tensor_type.elem_type:
+                merged.tensor_type.elem_type = declared.tensor_type.elem_type
+            if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
+                merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
+        output.type.CopyFrom(merged)
+
+
+def _inferred_types(
+    model: onnx.ModelProto, wanted: list[str], graph: ir.Graph, *, data_prop: bool
+) -> dict[str, onnx.ValueInfoProto]:
+    """The value infos ONNX shape inference gives the graph's inputs and outputs, and its
+    inner values where an output in ``wanted`` is not among those."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        if not data_prop:  # (the run with data propagation says what is wrong)
+            return {}
+        raise ConversionError(
+            f"ONNX shape inference failed on the exported model: {error}",
+            graph.location,
+            hint="annotate the return type so that no inference is needed",
+        ) from None
+    # Inference types the graph's outputs itself: the value_info it adds for every inner
+    # value (reading each costs as much as writing a node) is read only when it did not.
+    known = {vi.name: vi for vi in inferred.graph.output if vi.type.WhichOneof("value") is not None}
+    known.update({vi.name: vi for vi in inferred.graph.input})
+    if any(name not in known for name in wanted):
+        known = {**{vi.name: vi for vi in inferred.graph.value_info}, **known}
+    return known
+
+
+def _settled(found: onnx.ValueInfoProto | None) -> bool:
+    """Whether an inferred type says all data propagation could: a tensor's every
+    dimension a number or a name other than the ``unk__N`` that inference makes up for
+    a dimension it does not know (a user's name of that form costs a second run, no more)."""
+    if found is None or found.type.WhichOneof("value") is None:
+        return False
+    if not found.type.HasField("tensor_type"):
+        return True
+    tensor = found.type.tensor_type
+    if not tensor.elem_type or not tensor.HasField("shape"):
+        return False
+    return all(
+        dim.HasField("dim_value") or (dim.HasField("dim_param") and not dim.dim_param.startswith("unk__"))
+        for dim in tensor.shape.dim
+    )
