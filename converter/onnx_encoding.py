@@ -479,18 +479,33 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
     """The value_info entries of ``values`` (those written, with a type) appended to
     ``parent`` (a GraphProto or FunctionProto): encoded and merged in one call, as nodes
     are (an exported model has an entry a value)."""
-    names = context.names
+    names, reads, export = context.names, context.read_fields, context.export
+    types = export.wire.types
     tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
+    length_prefix = node_wire.length_prefix
     entries: list[bytes] = []
     for value in values:
-        defined = names.get(value)
-        if defined and value.type is not None:
-            body = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined) + _type_field(value.type, context.export)
-            if value.doc_string:
-                body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
-            entries.append(node_wire.message_field(tag, body))
+        value_type = value.type
+        if value_type is None:
+            continue
+        # (ValueInfoProto.name and NodeProto.input are both field 1: a value read by a
+        # node has its name field encoded already)
+        name_field = reads.get(value) if _NAME_IS_INPUT_FIELD else None
+        if name_field is None:
+            defined = names.get(value)
+            if not defined:
+                continue  # (a value the graph does not hold)
+            name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
+        found = types.get(id(value_type))
+        body = name_field + (found[1] if found is not None else _type_field(value_type, export))
+        if value.doc_string:
+            body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
+        entries.append(tag + length_prefix(len(body)) + body)
     if entries:
         parent.MergeFromString(b"".join(entries))
+
+
+_NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
 
 
 def _type_field(ir_type: ir.IRType, export: Export) -> bytes:
