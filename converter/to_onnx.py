@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import operator
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -530,9 +531,15 @@ def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.F
     return ordered
 
 
+_ATTRIBUTES = operator.attrgetter("attributes")
+_CALLEE = operator.attrgetter("callee")
+
+
 def _callees(function: ir.Function) -> list[ir.Function]:
     """``function.callees()``, without its walk where no node calls or holds a subgraph."""
-    if not any(node.attributes or node.callee is not None for node in function.graph.nodes):
+    nodes = function.graph.nodes
+    # (loops in C: a long graph is written right after)
+    if not any(map(_ATTRIBUTES, nodes)) and set(map(_CALLEE, nodes)) <= {None}:
         return []
     return function.callees()
 
