@@ -210,8 +210,8 @@ MUTATIONS = [
              "                if not name:  # omitted: a later read may name it in the written proto\n"
              "                    pass", WIRE),
     Mutation("W4", "every value_info entry takes the first type written", "converter/onnx_encoding.py",
-             "    found = export.wire.types.get(id(ir_type))",
-             "    found = export.wire.types.get(id(ir_type)) or next(iter(export.wire.types.values()), None)", WIRE),
+             "        found = types.get(id(value_type))\n",
+             "        found = types.get(id(value_type)) or next(iter(types.values()), None)\n", WIRE),
     Mutation("I1", "output types never inferred with data propagation", "converter/inferred_types.py",
              "    if not all(_settled(known.get(name)) for name in wanted):", "    if False:", TO_ONNX),
     Mutation("G1", "the merge rewires only the first node reading a mapped input", "dsl/passes/merge.py",

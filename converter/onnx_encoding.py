@@ -475,10 +475,10 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     emit_value_info(graph.value_info, context, proto)
 
 
-def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -> None:
+def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -> int:
     """The value_info entries of ``values`` (those written, with a type) appended to
     ``parent`` (a GraphProto or FunctionProto): encoded and merged in one call, as nodes
-    are (an exported model has an entry a value)."""
+    are (an exported model has an entry a value).  Returns how many were written."""
     names, reads, export = context.names, context.read_fields, context.export
     types = export.wire.types
     tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
@@ -497,26 +497,26 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
                 continue  # (a value the graph does not hold)
             name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
         found = types.get(id(value_type))
-        body = name_field + (found[1] if found is not None else _type_field(value_type, export))
+        body = name_field + (found[1] if found is not None else _new_type_field(value_type, export))
         if value.doc_string:
             body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
         entries.append(tag + length_prefix(len(body)) + body)
     if entries:
         parent.MergeFromString(b"".join(entries))
+    return len(entries)
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
 
 
-def _type_field(ir_type: ir.IRType, export: Export) -> bytes:
-    """A ValueInfoProto's encoded type field, made once per type object of an export."""
-    found = export.wire.types.get(id(ir_type))
-    if found is None:
-        made = onnx.TypeProto()
-        fill_type_shared(made, ir_type, export)
-        found = export.wire.types[id(ir_type)] = (ir_type, node_wire.message_field(node_wire.VALUE_INFO_TYPE,
-                                                                                    made.SerializeToString()))
-    return found[1]
+def _new_type_field(ir_type: ir.IRType, export: Export) -> bytes:
+    """A ValueInfoProto's encoded type field, the first time an export meets this type
+    object (kept in ``export.wire.types`` for the next)."""
+    made = onnx.TypeProto()
+    fill_type_shared(made, ir_type, export)  # (records the type's element types and IR needs once)
+    field = node_wire.message_field(node_wire.VALUE_INFO_TYPE, made.SerializeToString())
+    export.wire.types[id(ir_type)] = (ir_type, field)
+    return field
 
 
 def output_names(graph: ir.Graph, context: BodyContext, nodes: Any) -> list[str]:

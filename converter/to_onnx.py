@@ -100,9 +100,8 @@ def _fill_function(
             export.need(_IR_FUNCTION_ATTRIBUTE_DEFAULTS)
             default = ir.Attr(param.name, param.default.kind, param.default.value)
             fill_attribute(proto.attribute_proto.add(), default, context)
-    if any(context.names.get(value) and value.type is not None for value in function.graph.value_info):
-        export.need(IR_FUNCTION_OVERLOAD)
-        emit_value_info(function.graph.value_info, context, proto)
+    if emit_value_info(function.graph.value_info, context, proto):
+        export.need(IR_FUNCTION_OVERLOAD)  # (FunctionProto.value_info came with IR 10)
     imports = _normal_imports(function.opset_imports)
     for callee in _direct_callees(function.graph):
         imports.setdefault(function_names.get(id(callee), (callee.domain, callee.name))[0], 1)
