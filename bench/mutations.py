@@ -220,6 +220,17 @@ MUTATIONS = [
              "        if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1\n"
              "            return firsts",
              "        if True:\n            return firsts", MERGE),
+    Mutation("W5", "small tensor attributes cached without the tensor's name", "converter/node_wire.py",
+             "    return (attr.name, attr.doc_string, tensor.elem_type, tensor.name, tensor.doc_string,",
+             "    return (attr.name, attr.doc_string, tensor.elem_type, tensor.doc_string,", WIRE),
+    Mutation("W6", "small tensor attributes cached without their shape", "converter/node_wire.py",
+             "            array.dtype, array.shape, array.tobytes())", "            array.dtype, array.tobytes())", WIRE),
+    Mutation("W7", "graph inputs and initializers not encoded when named", "converter/onnx_encoding.py",
+             "            self.read_fields[value] = node_wire.string_field(node_wire.NODE_INPUT, name)",
+             "            pass", WIRE),
+    Mutation("V1", "a tensor's empty name written as a set field", "converter/value_encoding.py",
+             "        if tensor_name:\n            proto.name = tensor_name", "        proto.name = tensor_name",
+             ("tests/test_value_encoding.py",)),
 ]
 
 

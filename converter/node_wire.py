@@ -24,6 +24,7 @@ import math
 import struct
 from typing import Any
 
+import numpy as np
 import onnx
 
 from dsl import ir
@@ -124,8 +125,9 @@ class WireCache:
         self.domains: dict[str, bytes] = {}
         # id(IR type) -> (the type, kept alive so the id stays its own; its value_info type field)
         self.types: dict[int, tuple[Any, bytes]] = {}
-        # (name, kind, value as a hashable) -> the whole attribute field of a node
-        self.attributes: dict[tuple[str, int, Any], bytes] = {}
+        # (name, kind, value as a hashable) -> the whole attribute field of a node; small
+        # tensors under their tensor_attribute_key
+        self.attributes: dict[tuple[Any, ...], bytes] = {}
 
     def op_type_field(self, op_type: str) -> bytes:
         found = self.op_types.get(op_type)
@@ -180,6 +182,30 @@ def plain_attribute_field(attr: ir.Attr, cache: WireCache) -> bytes | None:
             return None
         found = cache.attributes[entry] = message_field(NODE_ATTRIBUTE, body)
     return found
+
+
+# A TENSOR attribute of at most this many bytes of data is keyed by its content (see
+# tensor_attribute_key): exporters repeat tiny constants (ConstantOfShape's value, axes).
+TINY_TENSOR_BYTES = 256
+
+
+def tensor_attribute_key(attr: ir.Attr) -> tuple[Any, ...] | None:
+    """A key for a small numeric TENSOR attribute: equal keys encode to equal bytes.
+
+    Everything the encoding reads is in it (the array's bytes, dtype and shape, the
+    tensor's element type, name and doc string, the attribute's name and doc string);
+    None for anything else (references, strings, large tensors), written each time."""
+    tensor = attr.value
+    if attr.kind != ir.AttrKind.TENSOR or attr.ref_attr_name is not None or not isinstance(tensor, ir.Tensor):
+        return None
+    array = tensor.array
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC_KINDS or array.nbytes > TINY_TENSOR_BYTES:
+        return None
+    return (attr.name, attr.doc_string, tensor.elem_type, tensor.name, tensor.doc_string,
+            array.dtype, array.shape, array.tobytes())
+
+
+_NUMERIC_KINDS = frozenset("biufc")  # (bool, signed, unsigned, float, complex: their bytes are their values)
 
 
 def _exact_body(name: str, kind: ir.AttrKind, key: Any) -> bytes | None:

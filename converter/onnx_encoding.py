@@ -81,6 +81,13 @@ class BodyContext:
             name = self._unused(name)
         self.used.add(name)
         self.names[value] = name
+        # Encoded now so that every node reading it (a graph input, an initializer: most of
+        # a model's weights) takes emit_nodes's quick way; a name protobuf cannot encode is
+        # left to the protobuf path, which says what is wrong with it.
+        try:
+            self.read_fields[value] = node_wire.string_field(node_wire.NODE_INPUT, name)
+        except UnicodeEncodeError:
+            pass
         return name
 
     def define_output(self, value: ir.Value, node: ir.Node, index: int) -> str:
@@ -373,9 +380,14 @@ def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
                 # (a subgraph's omitted outputs may be named after it is written; a bound
                 # reference may stand for a subgraph)
                 raise _NeedsProto
-            proto = onnx.AttributeProto()
-            fill_attribute(proto, attr, context)
-            encoded = node_wire.message_field(node_wire.NODE_ATTRIBUTE, proto.SerializeToString())
+            key = node_wire.tensor_attribute_key(attr)
+            encoded = None if key is None else context.export.wire.attributes.get(key)
+            if encoded is None:  # (a cached one had its element type recorded in this export)
+                proto = onnx.AttributeProto()
+                fill_attribute(proto, attr, context)
+                encoded = node_wire.message_field(node_wire.NODE_ATTRIBUTE, proto.SerializeToString())
+                if key is not None:
+                    context.export.wire.attributes[key] = encoded
         fields.append(encoded)
     return b"".join(fields)
 

@@ -207,3 +207,78 @@ def test_value_info_parses_to_what_make_tensor_value_info_writes(entries: list) 
     graph = ir.Graph("g", [x], [values[-1]], nodes, value_info=[*values[1:], untyped])
     model = model_to_proto(ir.Model(graph, opset_imports={"": 18}), infer_output_types=False)
     assert list(model.graph.value_info) == expected  # (a value without a type gets no entry)
+
+
+# ------------------------------------------------------------------ small tensor attributes
+
+_TENSOR_VALUES = [
+    (np.array([0.0], np.float32), 1), (np.array([-0.0], np.float32), 1), (np.array([np.nan], np.float32), 1),
+    (np.array(0.0, np.float32), 1), (np.array([0, 0], np.int64), 7), (np.array([0], np.int64), 7),
+    (np.array([1], np.int32), 6), (np.array([True]), 9), (np.array([1], np.float16), 10),
+    (np.zeros((2, 1), np.float32), 1), (np.zeros((1, 2), np.float32), 1), (np.arange(70, dtype=np.float32), 1),
+]
+tensor_attributes = st.builds(
+    lambda attr_name, value, tensor_name, tensor_doc, attr_doc: ir.Attr(
+        attr_name, K.TENSOR, ir.Tensor(value[0].copy(), value[1], tensor_name, tensor_doc), doc_string=attr_doc
+    ),
+    st.sampled_from(["value", "other"]),
+    st.sampled_from(_TENSOR_VALUES),
+    st.sampled_from(["", "t"]),
+    st.sampled_from(["", "why"]),
+    st.sampled_from(["", "note"]),
+)
+
+
+@settings(max_examples=100)
+@given(st.lists(tensor_attributes, min_size=2, max_size=12))
+def test_repeated_small_tensor_attributes_are_written_each_as_itself(attrs: list[ir.Attr]) -> None:
+    """Exporters repeat tiny constants; the writer encodes each distinct one once (keyed by
+    content: -0.0 is not 0.0, [0] is not [0, 0], a name or doc string tells two apart)."""
+    x = ir.Value("x", FLOAT[2])
+    values, nodes = [x], []
+    for attr in attrs:
+        out = ir.Value(f"v{len(values)}")
+        nodes.append(ir.Node("Custom", "com.example", [values[-1]], [out], {attr.name: attr}))
+        out.producer = nodes[-1]
+        values.append(out)
+    model = model_to_proto(ir.Model(ir.Graph("g", [x], [values[-1]], nodes), opset_imports={"": 18, "com.example": 1}),
+                           infer_output_types=False)
+    for written, attr in zip(model.graph.node, attrs):
+        assert written.attribute[0].SerializeToString() == attribute_to_proto(attr).SerializeToString()
+    np.testing.assert_array_equal(
+        onnx.numpy_helper.to_array(model.graph.node[-1].attribute[0].t), attrs[-1].value.array
+    )
+
+
+def test_a_large_tensor_attribute_is_not_cached() -> None:
+    small = ir.Attr("value", K.TENSOR, ir.Tensor(np.zeros(node_wire.TINY_TENSOR_BYTES // 4, np.float32), 1))
+    large = ir.Attr("value", K.TENSOR, ir.Tensor(np.zeros(node_wire.TINY_TENSOR_BYTES // 4 + 1, np.float32), 1))
+    strings = ir.Attr("value", K.TENSOR, ir.Tensor(np.array(["a"], object), 8))
+    reference = ir.Attr("value", K.TENSOR, None, ref_attr_name="v")
+    assert node_wire.tensor_attribute_key(small) is not None
+    assert [node_wire.tensor_attribute_key(a) for a in (large, strings, reference)] == [None, None, None]
+
+
+def test_nodes_reading_inputs_and_initializers_are_merged_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph input or initializer is encoded once, when it is named: the nodes reading
+    it (most of a model's) stay on the encoded way, merged into the graph in one call."""
+    from converter import onnx_encoding
+
+    merges: list[int] = []
+    real = onnx_encoding._merge_nodes
+    monkeypatch.setattr(onnx_encoding, "_merge_nodes", lambda parent, pending: (merges.append(len(pending)),
+                                                                                real(parent, pending)))
+    x = ir.Value("x", FLOAT[2])
+    weights = [ir.Value(f"w{i}", FLOAT[2], initializer=ir.Tensor(np.full(2, i, np.float32), 1, f"w{i}"))
+               for i in range(5)]
+    values, nodes = [x], []
+    for weight in weights:
+        out = ir.Value(f"h{len(values)}")
+        nodes.append(ir.Node("Add", inputs=[values[-1], weight], outputs=[out]))
+        out.producer = nodes[-1]
+        values.append(out)
+    graph = ir.Graph("g", [x, *weights], [values[-1]], nodes, initializers=weights)  # (IR 3: weights listed as inputs)
+    model = model_to_proto(ir.Model(graph, opset_imports={"": 18}))
+    assert merges == [len(nodes)]
+    onnx.checker.check_model(model, full_check=True)
+    assert [list(n.input) for n in model.graph.node] == [[values[i].name, f"w{i}"] for i in range(5)]
