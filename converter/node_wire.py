@@ -161,27 +161,47 @@ def plain_attribute_field(attr: ir.Attr, cache: WireCache) -> bytes | None:
     kind = attr.kind
     value = attr.value
     key: Any
-    if kind == ir.AttrKind.INT:
+    if kind == _INTS:  # (the usual kinds first: Conv's kernel_shape, pads, strides)
+        key = tuple(map(int, value))
+    elif kind == _INT:
         key = int(value)
-    elif kind == ir.AttrKind.INTS:
-        key = tuple(int(v) for v in value)
-    elif kind == ir.AttrKind.STRING:
+    elif kind == _FLOAT:
+        try:
+            number = float(value)
+        except OverflowError:  # (an int past a double: protobuf says what is wrong)
+            return None
+        if not math.isfinite(number):  # (no NaN key; protobuf writes what it writes)
+            return None
+        key = (number, math.copysign(1.0, number))  # (0.0 and -0.0 are equal numbers, different bytes)
+    elif kind == _STRING:
         key = value if isinstance(value, (str, bytes)) else bytes(value)
-    elif kind == ir.AttrKind.STRINGS:
+    elif kind == _STRINGS:
         key = tuple(v if isinstance(v, (str, bytes)) else bytes(v) for v in value)
-    elif kind == ir.AttrKind.FLOAT or kind == ir.AttrKind.FLOATS:
-        # Not cached: 0.0 and -0.0 are equal keys with different bytes.
+    elif kind == _FLOATS:
         return _float_attribute_field(attr.name, kind, value)
     else:
         return None
     entry = (attr.name, int(kind), key)
     found = cache.attributes.get(entry)
     if found is None:
-        body = _exact_body(attr.name, kind, key)
-        if body is None:
+        found = _exact_field(attr.name, kind, key, value)
+        if found is None:
             return None
-        found = cache.attributes[entry] = message_field(NODE_ATTRIBUTE, body)
+        cache.attributes[entry] = found
     return found
+
+
+_INT, _INTS, _FLOAT, _FLOATS, _STRING, _STRINGS, _TENSOR = (
+    ir.AttrKind.INT, ir.AttrKind.INTS, ir.AttrKind.FLOAT, ir.AttrKind.FLOATS, ir.AttrKind.STRING,
+    ir.AttrKind.STRINGS, ir.AttrKind.TENSOR,
+)
+
+
+def _exact_field(name: str, kind: ir.AttrKind, key: Any, value: Any) -> bytes | None:
+    if kind == _FLOAT:
+        return _float_attribute_field(name, kind, value)
+    body = _exact_body(name, kind, key)
+    return None if body is None else message_field(NODE_ATTRIBUTE, body)
 
 
 # A TENSOR attribute of at most this many bytes of data is keyed by its content (see
@@ -196,7 +216,7 @@ def tensor_attribute_key(attr: ir.Attr) -> tuple[Any, ...] | None:
     tensor's element type, name and doc string, the attribute's name and doc string);
     None for anything else (references, strings, large tensors), written each time."""
     tensor = attr.value
-    if attr.kind != ir.AttrKind.TENSOR or attr.ref_attr_name is not None or not isinstance(tensor, ir.Tensor):
+    if attr.kind != _TENSOR or attr.ref_attr_name is not None or not isinstance(tensor, ir.Tensor):
         return None
     array = tensor.array
     if not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC_KINDS or array.nbytes > TINY_TENSOR_BYTES:
@@ -211,16 +231,16 @@ _NUMERIC_KINDS = frozenset("biufc")  # (bool, signed, unsigned, float, complex: 
 def _exact_body(name: str, kind: ir.AttrKind, key: Any) -> bytes | None:
     head = string_field(_ATTR_NAME, name)
     type_field = _ATTR_TYPE + _varint(int(kind))
-    if kind == ir.AttrKind.INT:
+    if kind == _INT:
         if not _INT64_MIN <= key <= _INT64_MAX:
             return None
         return head + _ATTR_I + _varint(key & _MASK64) + type_field
-    if kind == ir.AttrKind.INTS:
+    if kind == _INTS:
         if key and not (_INT64_MIN <= min(key) and max(key) <= _INT64_MAX):
             return None
         packed = b"".join(_varint(v & _MASK64) for v in key)
         return head + (message_field(_ATTR_INTS, packed) if key else b"") + type_field
-    if kind == ir.AttrKind.STRING:
+    if kind == _STRING:
         return head + string_field(_ATTR_S, key) + type_field
     return head + b"".join(string_field(_ATTR_STRINGS, text) for text in key) + type_field
 
@@ -230,7 +250,7 @@ def _float_attribute_field(name: str, kind: ir.AttrKind, value: Any) -> bytes | 
     narrowing is C's cast, as protobuf's; past float32's range it raises instead of
     giving infinity, and that value goes through protobuf)."""
     try:
-        if kind == ir.AttrKind.FLOAT:
+        if kind == _FLOAT:
             number = float(value)
             if not math.isfinite(number):
                 return None

@@ -373,21 +373,24 @@ def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
     if node.metadata_props:
         context.export.need(IR_METADATA_PROPS)
         fields.append(node_wire.metadata_field(node.metadata_props))
+    wire = context.export.wire
     for attr in node.attributes.values():
-        encoded = node_wire.plain_attribute_field(attr, context.export.wire)
+        key = None
+        if attr.kind == K.TENSOR:
+            key = node_wire.tensor_attribute_key(attr)
+            encoded = None if key is None else wire.attributes.get(key)
+        else:
+            encoded = node_wire.plain_attribute_field(attr, wire)
         if encoded is None:
             if attr.kind in _SUBGRAPH_KINDS or (attr.ref_attr_name is not None and context.attr_values is not None):
                 # (a subgraph's omitted outputs may be named after it is written; a bound
                 # reference may stand for a subgraph)
                 raise _NeedsProto
-            key = node_wire.tensor_attribute_key(attr)
-            encoded = None if key is None else context.export.wire.attributes.get(key)
-            if encoded is None:  # (a cached one had its element type recorded in this export)
-                proto = onnx.AttributeProto()
-                fill_attribute(proto, attr, context)
-                encoded = node_wire.message_field(node_wire.NODE_ATTRIBUTE, proto.SerializeToString())
-                if key is not None:
-                    context.export.wire.attributes[key] = encoded
+            proto = onnx.AttributeProto()
+            fill_attribute(proto, attr, context)  # (records the element type: a cached one's is already)
+            encoded = node_wire.message_field(node_wire.NODE_ATTRIBUTE, proto.SerializeToString())
+            if key is not None:
+                wire.attributes[key] = encoded
         fields.append(encoded)
     return b"".join(fields)
 
