@@ -21,6 +21,10 @@ per size:
   chain, without data propagation as the writer first runs it: the floor under the
   untyped cut, whose writer has to infer the new output's type.
 
+A second table times the real models shipped with onnx (``backend/test/data/light``):
+two copies merged side by side, against ``onnx.compose.merge_models`` in the same
+rounds, and each cut at its middle node (see :func:`measure_light_models`).
+
 Goal: linear in the number of nodes and <= 5 µs per node.  The operations run in rounds,
 each round timing every operation once (in a rotating order), so that a slow spell of a
 shared machine falls on all of them alike; each figure is the best of ``--repeats``
@@ -118,6 +122,56 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
     return {key: value * 1e6 for key, value in best.items()}
 
 
+LIGHT_MODELS = ("light_squeezenet.onnx", "light_resnet50.onnx", "light_inception_v2.onnx", "light_densenet121.onnx")
+
+
+def measure_light_models(rounds: int) -> list[tuple[str, int, dict[str, float]]]:
+    """Milliseconds for the real models shipped with onnx (``backend/test/data/light``):
+    two copies merged side by side (``onnx.compose.merge_models`` with ``prefix2``, since
+    every name clashes), and the model cut at its middle node's output (no peer:
+    ``onnx.utils.Extractor`` refuses all of these IR-3 models, their values untyped).
+    Unlike the chains, most of their nodes carry attributes (Conv's INTS, ConstantOfShape's
+    TENSOR) and half their values are weights."""
+    import os
+
+    import onnx
+
+    folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    rows = []
+    for file_name in LIGHT_MODELS:
+        path = os.path.join(folder, file_name)
+        if not os.path.exists(path):
+            print(f"(skipped {file_name}: this onnx release does not ship it)")
+            continue
+        model = onnx.load(path)
+        rows.append((file_name, len(model.graph.node), _time_light_model(model, rounds)))
+    return rows
+
+
+def _time_light_model(first: Any, rounds: int) -> dict[str, float]:
+    """Milliseconds (best of ``rounds`` interleaved rounds) for one model of :func:`measure_light_models`."""
+    import onnx
+    import onnx.compose
+
+    import converter
+
+    second = onnx.ModelProto()
+    second.CopyFrom(first)
+    middle = first.graph.node[len(first.graph.node) // 2].output[0]
+    actions: dict[str, Callable[[], Any]] = {
+        "merge": lambda: converter.merge(first, second),
+        "onnx.compose": lambda: onnx.compose.merge_models(first, second, io_map=[], prefix2="b_"),
+        "cut": lambda: converter.cut(first, outputs=[middle]),
+    }
+    best = dict.fromkeys(actions, float("inf"))
+    names = list(actions)
+    for round_number in range(rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            best[name] = min(best[name], seconds(actions[name]))
+    return {key: value * 1e3 for key, value in best.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[2000, 20000, 200000], help="nodes per model")
@@ -143,6 +197,20 @@ def main(argv: list[str] | None = None) -> int:
             f"| {row['inference']:.2f} "
             "| <= 5, linear |"
         )
+    light = measure_light_models(args.repeats)
+    if light:
+        print()
+        print(
+            "| model (nodes) | merge, two copies (ms) | µs/node | onnx.compose.merge_models (ms) | ratio "
+            "| cut at the middle (ms) | µs/node |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for file_name, nodes, row in light:
+            print(
+                f"| {file_name} ({nodes}) | {row['merge']:.1f} | {row['merge'] * 1e3 / (2 * nodes):.2f} "
+                f"| {row['onnx.compose']:.1f} | {row['merge'] / row['onnx.compose']:.2f}x "
+                f"| {row['cut']:.1f} | {row['cut'] * 1e3 / nodes:.2f} |"
+            )
     return 0
 
 

@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import onnx
 import pytest
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; CI runs 3.11
@@ -223,3 +224,7 @@ def test_compose_speed_bench_runs() -> None:
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert any(r.startswith("| 30 | ") for r in rows) and any(r.startswith("| 60 | ") for r in rows)
     assert "nan" not in result.stdout
+    light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    for model in ("light_squeezenet.onnx", "light_resnet50.onnx", "light_inception_v2.onnx", "light_densenet121.onnx"):
+        shipped = os.path.exists(os.path.join(light, model))
+        assert any(r.startswith(f"| {model} (") for r in rows) == shipped, model
