@@ -467,8 +467,7 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
         proto.doc_string = graph.doc_string
     if graph.metadata_props:
         fill_metadata_props(proto, graph.metadata_props, context.export)
-    for value in graph.inputs:
-        fill_value_info(proto.input.add(), context.define(value), value, context)
+    emit_inputs(graph.inputs, context, proto)
     for value in graph.initializers:
         if value.initializer is None:
             raise ConversionError(f"initializer {value.name!r} has no data", value.location)
@@ -490,12 +489,32 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     emit_value_info(graph.value_info, context, proto)
 
 
+def emit_inputs(values: list[ir.Value], context: BodyContext, parent: onnx.GraphProto) -> None:
+    """``values`` named (on first sight) and appended to the inputs of ``parent``: encoded
+    and merged in one call, as value_info entries are (an IR-3 model lists every weight)."""
+    reads, export = context.read_fields, context.export
+    tag, length_prefix = node_wire.GRAPH_INPUT, node_wire.length_prefix
+    entries: list[bytes] = []
+    for value in values:
+        name = context.define(value)
+        name_field = reads.get(value) if _NAME_IS_INPUT_FIELD else None
+        if name_field is None:  # (a name the encoder cannot take: protobuf says what is wrong with it)
+            if entries:
+                parent.MergeFromString(b"".join(entries))
+                entries.clear()
+            fill_value_info(parent.input.add(), name, value, context)
+            continue
+        body = _value_info_body(name_field, value, export)
+        entries.append(tag + length_prefix(len(body)) + body)
+    if entries:
+        parent.MergeFromString(b"".join(entries))
+
+
 def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -> int:
     """The value_info entries of ``values`` (those written, with a type) appended to
     ``parent`` (a GraphProto or FunctionProto): encoded and merged in one call, as nodes
     are (an exported model has an entry a value).  Returns how many were written."""
     names, reads, export = context.names, context.read_fields, context.export
-    types = export.wire.types
     tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
     length_prefix = node_wire.length_prefix
     entries: list[bytes] = []
@@ -511,10 +530,7 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
             if not defined:
                 continue  # (a value the graph does not hold)
             name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
-        found = types.get(id(value_type))
-        body = name_field + (found[1] if found is not None else _new_type_field(value_type, export))
-        if value.doc_string:
-            body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
+        body = _value_info_body(name_field, value, export)
         entries.append(tag + length_prefix(len(body)) + body)
     if entries:
         parent.MergeFromString(b"".join(entries))
@@ -522,6 +538,18 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
+
+
+def _value_info_body(name_field: bytes, value: ir.Value, export: Export) -> bytes:
+    """A ValueInfoProto's fields: its name (encoded by the caller), type and doc string."""
+    body = name_field
+    value_type = value.type
+    if value_type is not None:
+        found = export.wire.types.get(id(value_type))
+        body += found[1] if found is not None else _new_type_field(value_type, export)
+    if value.doc_string:
+        body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
+    return body
 
 
 def _new_type_field(ir_type: ir.IRType, export: Export) -> bytes:

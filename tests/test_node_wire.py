@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converter import node_wire
-from converter.onnx_encoding import attribute_to_proto
+from converter.onnx_encoding import attribute_to_proto, graph_to_proto
 from converter.to_onnx import model_to_proto
 from dsl import FLOAT, ir
 
@@ -282,3 +282,25 @@ def test_nodes_reading_inputs_and_initializers_are_merged_in_one_call(monkeypatc
     assert merges == [len(nodes)]
     onnx.checker.check_model(model, full_check=True)
     assert [list(n.input) for n in model.graph.node] == [[values[i].name, f"w{i}"] for i in range(5)]
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(names, st.one_of(st.none(), st.sampled_from([1, 7, 10])),
+                          st.lists(st.one_of(st.integers(0, 300), names), max_size=3), texts),
+                min_size=1, max_size=5, unique_by=lambda entry: entry[0]))
+def test_graph_inputs_parse_to_what_make_tensor_value_info_writes(entries: list) -> None:
+    """Inputs are encoded as value_info entries are; an untyped one is a name alone."""
+    inputs, expected = [], []
+    for name, elem_type, dims, doc in entries:
+        if elem_type is None:
+            inputs.append(ir.Value(name, doc_string=doc))
+            expected.append(onnx.ValueInfoProto(name=name, doc_string=doc or None))
+        else:
+            inputs.append(ir.Value(name, ir.TensorType(elem_type, tuple(dims)), doc_string=doc))
+            expected.append(onnx.helper.make_tensor_value_info(name, elem_type, dims, doc_string=doc))
+    out = ir.Value("out")
+    node = ir.Node("Concat", inputs=list(inputs), outputs=[out], attributes={"axis": ir.Attr("axis", K.INT, 0)})
+    out.producer = node
+    graph = graph_to_proto(ir.Graph("g", inputs, [out], [node]))  # (a model refuses untyped inputs; a body takes them)
+    assert list(graph.input) == expected
+    assert list(graph.node[0].input) == [name for name, *_ in entries]
