@@ -23,10 +23,10 @@ from converter.value_encoding import (
     IR_METADATA_PROPS,
     Export,
     fill_metadata_props,
+    fill_recorded_tensor,
     fill_sparse,
     fill_type,
     fill_type_shared,
-    recorded_tensor_proto,
     tensor_to_proto,
     type_to_proto,
 )
@@ -179,10 +179,10 @@ def fill_attribute(proto: onnx.AttributeProto, attr: ir.Attr, context: BodyConte
     elif kind == K.STRINGS:
         proto.strings.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in value)
     elif kind == K.TENSOR:
-        proto.t.CopyFrom(recorded_tensor_proto(value, context.export))
+        fill_recorded_tensor(proto.t, value, context.export)
     elif kind == K.TENSORS:
         for tensor in value:
-            proto.tensors.add().CopyFrom(recorded_tensor_proto(tensor, context.export))
+            fill_recorded_tensor(proto.tensors.add(), tensor, context.export)
     elif kind == K.GRAPH:
         fill_graph(proto.g, value, context)
     elif kind == K.GRAPHS:
@@ -263,15 +263,13 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
         written = initializers.add(name=name, doc_string=tensor.doc_string)
         external.fill(written, tensor.array, tensor.elem_type)
         return
-    proto = recorded_tensor_proto(tensor, context.export)
     if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
         node = nodes.add(op_type="Constant", output=[name])
         attribute = node.attribute.add(name="value", type=int(K.TENSOR))
-        proto.name = ""
-        attribute.t.CopyFrom(proto)
+        fill_recorded_tensor(attribute.t, tensor, context.export)
+        attribute.t.name = ""
     else:
-        proto.name = name
-        initializers.add().CopyFrom(proto)
+        fill_recorded_tensor(initializers.add(), tensor, context.export, name)
 
 
 def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers: Any) -> None:

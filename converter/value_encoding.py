@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from converter.external_data import WeightsSink
 
 __all__ = ["Export", "tensor_to_proto", "type_to_proto", "fill_type", "fill_type_shared", "fill_sparse",
-           "fill_metadata_props", "annotation_type", "is_complete", "has_elem_type", "recorded_tensor_proto",
+           "fill_metadata_props", "annotation_type", "is_complete", "has_elem_type", "fill_recorded_tensor",
+           "fill_tensor",
            "IR_FUNCTION_OVERLOAD", "IR_METADATA_PROPS"]
 
 # Element types -> the IR version that introduced them (onnx.proto's IR version history).
@@ -70,6 +71,16 @@ def tensor_to_proto(tensor: ir.Tensor, name: str | None = None) -> onnx.TensorPr
     >>> tensor_to_proto(ir.Tensor(np.array([1.5], np.float32), 1), "w").data_type
     1
     """
+    proto = onnx.TensorProto()
+    fill_tensor(proto, tensor, name)
+    return proto
+
+
+def fill_tensor(proto: onnx.TensorProto, tensor: ir.Tensor, name: str | None = None) -> None:
+    """Write ``tensor`` into the empty ``proto`` (named ``name``, else the tensor's name).
+
+    Written in place, a graph's initializer or an attribute's tensor holds the one copy of
+    the data the proto needs (a finished TensorProto would be copied into it)."""
     array = tensor.array
     if not isinstance(array, np.ndarray):
         array = np.asarray(array)
@@ -84,17 +95,15 @@ def tensor_to_proto(tensor: ir.Tensor, name: str | None = None) -> onnx.TensorPr
         # What numpy_helper.from_array writes for these types (the same bytes, a test holds
         # them equal), without its dtype probing: a third of the time for a small tensor.
         # (The array has the element type's own dtype now, in the machine's byte order.)
-        proto = onnx.TensorProto()
         proto.dims.extend(array.shape)
         if tensor_name:
             proto.name = tensor_name
         proto.raw_data = array.tobytes()
         proto.data_type = tensor.elem_type
     else:
-        proto = numpy_helper.from_array(array, tensor_name)
+        proto.CopyFrom(numpy_helper.from_array(array, tensor_name))
     if tensor.doc_string:
         proto.doc_string = tensor.doc_string
-    return proto
 
 
 _KNOWN_ELEM_TYPES = frozenset(t.enum for t in types.ELEMENT_TYPES.values())
@@ -195,16 +204,16 @@ def has_elem_type(ir_type: ir.IRType | None) -> bool:
     return False
 
 
-def recorded_tensor_proto(tensor: ir.Tensor, export: Export) -> onnx.TensorProto:
-    """:func:`tensor_to_proto`, its element type recorded in ``export``."""
+def fill_recorded_tensor(proto: onnx.TensorProto, tensor: ir.Tensor, export: Export, name: str | None = None) -> None:
+    """:func:`fill_tensor`, the element type recorded in ``export``."""
     export.elem_types.add(tensor.elem_type)
-    return tensor_to_proto(tensor)
+    fill_tensor(proto, tensor, name)
 
 
 def fill_sparse(proto: onnx.SparseTensorProto, sparse: ir.SparseTensor, export: Export) -> None:
     """Write a COO sparse tensor (values, indices, dims) into ``proto``."""
-    proto.values.CopyFrom(recorded_tensor_proto(sparse.values, export))
-    proto.indices.CopyFrom(recorded_tensor_proto(sparse.indices, export))
+    fill_recorded_tensor(proto.values, sparse.values, export)
+    fill_recorded_tensor(proto.indices, sparse.indices, export)
     proto.dims.extend(sparse.dims)
 
 
