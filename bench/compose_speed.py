@@ -112,14 +112,20 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
         "extract": (lambda: onnx.utils.Extractor(typed).extract_model(["x"], [middle]), nodes),
         "inference": (lambda: onnx.shape_inference.infer_shapes(first, check_type=False, strict_mode=False), nodes),
     }
+    best = best_of_rounds({name: action for name, (action, _) in actions.items()}, rounds)
+    return {name: best[name] / count * 1e6 for name, (_, count) in actions.items()}
+
+
+def best_of_rounds(actions: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """The best seconds of each action over ``rounds`` rounds, each round running every
+    action once in a rotating order (a slow spell of the machine falls on all alike)."""
     best = dict.fromkeys(actions, float("inf"))
     names = list(actions)
     for round_number in range(rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
-            action, count = actions[name]
-            best[name] = min(best[name], seconds(action) / count)
-    return {key: value * 1e6 for key, value in best.items()}
+            best[name] = min(best[name], seconds(actions[name]))
+    return best
 
 
 LIGHT_MODELS = ("light_squeezenet.onnx", "light_resnet50.onnx", "light_inception_v2.onnx", "light_densenet121.onnx")
@@ -163,13 +169,7 @@ def _time_light_model(first: Any, rounds: int) -> dict[str, float]:
         "onnx.compose": lambda: onnx.compose.merge_models(first, second, io_map=[], prefix2="b_"),
         "cut": lambda: converter.cut(first, outputs=[middle]),
     }
-    best = dict.fromkeys(actions, float("inf"))
-    names = list(actions)
-    for round_number in range(rounds):
-        shift = round_number % len(names)
-        for name in names[shift:] + names[:shift]:
-            best[name] = min(best[name], seconds(actions[name]))
-    return {key: value * 1e3 for key, value in best.items()}
+    return {name: value * 1e3 for name, value in best_of_rounds(actions, rounds).items()}
 
 
 def main(argv: list[str] | None = None) -> int:

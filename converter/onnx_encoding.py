@@ -295,7 +295,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
         parts: list[Any] = list(map(read_field, node.inputs))
         if not all(parts):
             if pending:  # (naming an input may add a Constant node for it)
-                _merge_nodes(parent, pending)
+                _merge_pending(parent, pending)
             parts = _input_fields(node, context, parent.node, initializers)
         try:
             for value, name in zip(node.outputs, define_outputs(node)):
@@ -315,20 +315,21 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                 parts.append(_rare_fields(node, context))
         except (_NeedsProto, UnicodeEncodeError):
             if pending:
-                _merge_nodes(parent, pending)
+                _merge_pending(parent, pending)
             _emit_node_proto(node, context, parent.node, initializers)
             continue
         body = b"".join(parts)
         pending.append(node_tag + length_prefix(len(body)) + body)
     if pending:
-        _merge_nodes(parent, pending)
+        _merge_pending(parent, pending)
 
 
 class _NeedsProto(Exception):
     """This node is written through the protobuf API (see :func:`emit_nodes`)."""
 
 
-def _merge_nodes(parent: Any, pending: list[bytes]) -> None:
+def _merge_pending(parent: Any, pending: list[bytes]) -> None:
+    """Append the encoded fields in ``pending`` (nodes, inputs, value_info entries) to ``parent``."""
     parent.MergeFromString(b"".join(pending))
     pending.clear()
 
@@ -498,14 +499,13 @@ def emit_inputs(values: list[ir.Value], context: BodyContext, parent: onnx.Graph
         name_field = reads.get(value) if _NAME_IS_INPUT_FIELD else None
         if name_field is None:  # (a name the encoder cannot take: protobuf says what is wrong with it)
             if entries:
-                parent.MergeFromString(b"".join(entries))
-                entries.clear()
+                _merge_pending(parent, entries)
             fill_value_info(parent.input.add(), name, value, context)
             continue
         body = _value_info_body(name_field, value, export)
         entries.append(tag + length_prefix(len(body)) + body)
     if entries:
-        parent.MergeFromString(b"".join(entries))
+        _merge_pending(parent, entries)
 
 
 def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -> int:
@@ -530,9 +530,10 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
             name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
         body = _value_info_body(name_field, value, export)
         entries.append(tag + length_prefix(len(body)) + body)
+    written = len(entries)
     if entries:
-        parent.MergeFromString(b"".join(entries))
-    return len(entries)
+        _merge_pending(parent, entries)  # (which empties the list)
+    return written
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT

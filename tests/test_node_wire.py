@@ -265,8 +265,8 @@ def test_nodes_reading_inputs_and_initializers_are_merged_in_one_call(monkeypatc
     from converter import onnx_encoding
 
     merges: list[int] = []
-    real = onnx_encoding._merge_nodes
-    monkeypatch.setattr(onnx_encoding, "_merge_nodes", lambda parent, pending: (merges.append(len(pending)),
+    real = onnx_encoding._merge_pending
+    monkeypatch.setattr(onnx_encoding, "_merge_pending", lambda parent, pending: (merges.append(len(pending)),
                                                                                 real(parent, pending)))
     x = ir.Value("x", FLOAT[2])
     weights = [ir.Value(f"w{i}", FLOAT[2], initializer=ir.Tensor(np.full(2, i, np.float32), 1, f"w{i}"))
@@ -279,7 +279,7 @@ def test_nodes_reading_inputs_and_initializers_are_merged_in_one_call(monkeypatc
         values.append(out)
     graph = ir.Graph("g", [x, *weights], [values[-1]], nodes, initializers=weights)  # (IR 3: weights listed as inputs)
     model = model_to_proto(ir.Model(graph, opset_imports={"": 18}))
-    assert merges == [len(nodes)]
+    assert merges == [len(graph.inputs), len(nodes)]  # (the inputs in one call, then every node in one)
     onnx.checker.check_model(model, full_check=True)
     assert [list(n.input) for n in model.graph.node] == [[values[i].name, f"w{i}"] for i in range(5)]
 
