@@ -285,6 +285,7 @@ def model_to_proto(
     value_info: dict[str, Any] | None = None,
     graph_metadata_props: dict[str, str] | None = None,
     min_ir_version: int | None = None,
+    source_links: bool = False,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -306,7 +307,8 @@ def model_to_proto(
     ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
     initializers as they are reached, to write them from the IR's arrays: the weights
     are never copied into the proto (how models over protobuf's 2 GB are written, and
-    others without a copy).
+    others without a copy).  ``source_links=True`` writes on every node compiled from
+    ``@script`` or markup where it came from (see :mod:`dsl.source_links`; IR 10).
 
     >>> from dsl import script, FLOAT, opset18 as op
     >>> @script()
@@ -324,7 +326,7 @@ def model_to_proto(
 
     model = onnx.ModelProto()
     context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
-    with _recorded_node_metadata(source, node_metadata, value_info):
+    with _recorded_node_metadata(source, node_metadata, value_info), _source_links(source, source_links):
         fill_graph(model.graph, source.graph, context)
         _add_unread_initializers(model.graph, initializers or [], context)
         model.graph.name = source.name
@@ -359,6 +361,14 @@ def _recorded_node_metadata(source: _ModelSource, node_metadata: dict[str, dict[
     from converter.recorded_metadata import node_metadata_attached
 
     return node_metadata_attached(source.graph, source.functions, node_metadata, value_info)
+
+
+def _source_links(source: _ModelSource, wanted: bool) -> Any:
+    if not wanted:
+        return contextlib.nullcontext()
+    from converter.node_source_links import source_links_attached
+
+    return source_links_attached(source.graph, source.functions)
 
 
 def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[str, str]]) -> dict[str, int]:
