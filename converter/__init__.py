@@ -11,6 +11,7 @@ only when one of them runs, so ``import converter`` stays cheap.
 >>> both = converter.merge("pre.onnx", "net.onnx", io_map=[("pixels", "data")])  # doctest: +SKIP
 >>> trunk = converter.cut("net.onnx", last_layers=-2)                       # doctest: +SKIP
 >>> module = converter.to_torch("net.onnx")                                # doctest: +SKIP
+>>> view = converter.show("net.onnx")      # the graph in Netron (inline in Jupyter)   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _user_traceback(function: _Callable) -> _Callable:
 
 __all__ = [
     "to_python", "write_python", "load_model", "from_proto", "isomorphic", "assert_isomorphic", "merge", "split",
-    "join", "cut", "to_torch", "with_weights",
+    "join", "cut", "to_torch", "with_weights", "show",
 ]
 
 
@@ -410,3 +411,20 @@ def _ir_model(model: Any) -> ir.Model:
         )
     proto, source = _model_proto(model, "<model>")
     return model_from_proto(proto, source=source)
+
+
+@_user_traceback
+def show(model: Any, inputs: Any = None, **options: Any) -> Any:
+    """Serve ``model`` to the Netron graph viewer on 127.0.0.1 (inline in Jupyter), with
+    source links; with ``inputs``, each value's observed shape, dtype and statistics on the
+    graph.  ``model``: a ModelProto, a ``@script`` function, an ir.Function/ir.Model, or a
+    path (``.onnx``, ``.py``, markup); options and the returned view as
+    :func:`converter.model_display.show`.  Needs the ``view`` extra (Netron).
+
+    >>> view = converter.show(my_script_function, [x])     # doctest: +SKIP
+    >>> view.url                                            # doctest: +SKIP
+    'http://127.0.0.1:40123/'
+    """
+    from converter.model_display import show as _show
+
+    return _show(model, inputs, **options)

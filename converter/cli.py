@@ -1,4 +1,4 @@
-"""The ``onnxquill`` command: demo, to-python, compile, merge, cut, export.
+"""The ``onnxquill`` command: demo, to-python, compile, merge, cut, export, view.
 
 Each subcommand is a thin shell over a public function, so everything the command does
 can also be done from Python.  User mistakes exit with status 2 and the DslError report.
@@ -29,6 +29,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_compile(commands)
     _add_merge(commands)
     _add_cut(commands)
+    _add_view(commands)
     return parser
 
 
@@ -276,6 +277,39 @@ def _run_export(args: argparse.Namespace) -> int:
     )
     outputs = ", ".join(o.name for o in model.graph.output)
     print(f"wrote {len(model.graph.node)} nodes, {len(model.graph.initializer)} weights; outputs: {outputs}")
+    return 0
+
+
+def _add_view(commands: Any) -> None:
+    view = commands.add_parser(
+        "view",
+        help="show a model's graph in the Netron viewer, served on 127.0.0.1 (the view extra)",
+        description="Serve MODEL (an .onnx file, FILE.py[:function] with a @script function, or a markup project) "
+        "to the Netron graph viewer on 127.0.0.1 until Ctrl+C.  Nodes compiled from Python or markup show "
+        "their source line.",
+    )
+    view.add_argument("model", help="an .onnx file, FILE.py[:function], or a markup project (directory, .agr, .xml)")
+    view.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    view.add_argument("--no-browser", action="store_true", help="only print the address, open no browser")
+    view.add_argument(
+        "--bind", action="append", default=[], metavar="NAME=VALUE", help="bind var(NAME) when MODEL is markup"
+    )
+    view.set_defaults(run=_run_view)
+
+
+def _run_view(args: argparse.Namespace) -> int:
+    from converter import show
+    from converter.script_module import split_spec
+    from dsl.progress import person_watching
+
+    path, function = split_spec(args.model) if ".py:" in args.model else (args.model, None)
+    view = show(path, port=args.port, bindings=_parse_bindings(args.bind), function=function)
+    print(f"serving {view.name} at {view.url} (Ctrl+C stops)", flush=True)
+    if not args.no_browser and person_watching():
+        import webbrowser
+
+        webbrowser.open(view.url)
+    view.wait()
     return 0
 
 
