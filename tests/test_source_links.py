@@ -116,3 +116,38 @@ def test_malformed_links_read_as_none() -> None:
     for where in ("", "a.py", "a.py:x:1", "a.py:1:", ":1:2", "a.py:1:-2"):
         assert read_link({LOCATION_KEY: where}) is None, where
     assert read_link(None) is None and read_link({}) is None
+
+
+def test_to_python_comments_each_statement_with_its_origin() -> None:
+    import converter
+
+    source = converter.to_python(clipped.to_model_proto(source_links=True))
+    own_lines = Path(__file__).read_text().splitlines()
+    comments = [line.strip() for line in source.splitlines() if line.strip().startswith("# from ")]
+    assert len(comments) >= 4
+    for comment in comments:
+        where, _, text = comment[len("# from "):].partition(": ")
+        file, line, _column = where.rsplit(":", 2)
+        assert Path(file).resolve() == Path(__file__).resolve()
+        assert own_lines[int(line) - 1].strip() == text
+    body = source.split("def clipped", 1)[1].splitlines()
+    relu = next(i for i, line in enumerate(body) if "op.Relu(" in line and not line.strip().startswith("#"))
+    assert body[relu - 1].strip().endswith(": y = op.Relu(doubled)")
+    assert "node_metadata" not in source  # the comment is the link's Python spelling, not a stale entry
+
+
+def test_a_hostile_link_stays_one_comment() -> None:
+    import ast
+
+    import onnx.helper as oh
+
+    import converter
+
+    node = oh.make_node("Relu", ["x"], ["y"])
+    node.metadata_props.add(key=LOCATION_KEY, value="m.py:1:1")
+    node.metadata_props.add(key=SOURCE_KEY, value="y = x\nimport os; os.system('echo owned')\r# ")
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, [2])], [oh.make_tensor_value_info("y", 1, [2])])
+    source = converter.to_python(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=10))
+    tree = ast.parse(source)
+    assert not any(isinstance(found, ast.Import) and found.names[0].name == "os" for found in ast.walk(tree))
+    assert "# from m.py:1:1: y = x\\nimport os; os.system('echo owned')\\r#" in source

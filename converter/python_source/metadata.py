@@ -16,6 +16,7 @@ from converter.python_source.generated_module import GeneratedModule
 from converter.python_source.literals import type_text, utf8
 from converter.recorded_metadata import node_paths
 from dsl import ir
+from dsl.source_links import LINK_KEYS
 
 __all__ = ["metadata_items"]
 
@@ -30,8 +31,11 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
         items.append(("graph_metadata_props", repr(utf8(dict(graph.metadata_props), "graph metadata_props"))))
     names = module.main_value_names
     paths = node_paths(graph, model.functions, names.get, lambda function: module.function_names.get(id(function)))
-    recorded = {key: utf8(dict(node.metadata_props), "node metadata_props")
-                for key, (node, _) in paths.items() if node.metadata_props}
+    # (source links are written as a comment above each statement instead: the source
+    # written is the code's origin from now on)
+    recorded = {key: utf8(props, "node metadata_props")
+                for key, props in ((key, _without_links(node.metadata_props)) for key, (node, _) in paths.items())
+                if props}
     # A body's value_info by the path of the node computing the value and the output's index.
     body_types: dict[str, ir.IRType] = {}
     where = {id(node): key for key, (node, owner) in paths.items() if owner is not graph}
@@ -57,3 +61,7 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     if typed:
         items.append(("value_info", "{\n" + "".join(typed) + "    }"))
     return items
+
+
+def _without_links(props: dict[str, str] | None) -> dict[str, str]:
+    return {key: text for key, text in (props or {}).items() if key not in LINK_KEYS}

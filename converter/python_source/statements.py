@@ -28,6 +28,7 @@ from dsl.loop_forms import LoopPlans, plan_loops
 from dsl.operators import PYTHON_BINARY as _BINARY
 from dsl.operators import PYTHON_UNARY as _UNARY
 from dsl.opsets import Opset
+from dsl.source_links import LOCATION_KEY, SourceLink, read_link
 
 __all__ = ["BodyWriter", "GRAPH_KINDS", "def_line", "return_annotation"]
 
@@ -114,7 +115,13 @@ class BodyWriter:
         inline_texts, float_texts = self.module.inline_texts, self.module.float_texts
         op_texts, keyword_names = self.op_texts, self.keyword_names
         has_subgraphs = self.has_subgraphs
+        last_origin = ""  # the file:line of the last comment written
         for node in nodes:
+            if node.metadata_props is not None and LOCATION_KEY in node.metadata_props:
+                link = read_link(node.metadata_props)
+                if link is not None and f"{link.file}:{link.line}" != last_origin:  # (a line, several nodes: one comment)
+                    lines.append(f"{indent}{origin_comment(link)}")
+                    last_origin = f"{link.file}:{link.line}"
             if has_subgraphs and self.control_flow(node, indent):
                 continue
             outputs = node.outputs
@@ -354,6 +361,18 @@ class BodyWriter:
         self.module.uses_sparse_tensor = True
         return (f"sparse_tensor({self.tensor(sparse.values)}, {self.tensor(sparse.indices)}, "
                 f"{list(sparse.dims)!r})")
+
+
+def origin_comment(link: SourceLink) -> str:
+    """``# from file:line:column: source line``, the comment above a statement whose node
+    carries a source link.  The text comes from the model (untrusted): whatever is not
+    printable is written escaped, so a comment stays one comment line.
+
+    >>> origin_comment(SourceLink("m.py", 3, 5, "y = op.Relu(x)"))
+    '# from m.py:3:5: y = op.Relu(x)'
+    """
+    text = f"{link.where}: {link.source}" if link.source else link.where
+    return "# from " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def def_line(indent: str, name: str, params: list[str], returns: str) -> str:
