@@ -19,6 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL_NAME = "onnxquill-test-python"
+# What an executed notebook must show beyond running: its plots as images, and the graph
+# viewer inline (converter.show's view as a cell's value: an IFrame of the page on 127.0.0.1).
+SHOWS = {"train_in_torch.ipynb": {"plot"}, "see_and_profile.ipynb": {"plot", "viewer"}}
 
 
 @pytest.fixture()
@@ -59,3 +62,17 @@ def test_notebook_runs(path: Path, kernel_name: str) -> None:
         if output.get("output_type") == "error"
     ]
     assert not errors
+    assert SHOWS.get(path.name, set()) <= _shown(notebook), path.name
+
+
+def _shown(notebook: nbformat.NotebookNode) -> set[str]:
+    """What the outputs of an executed notebook hold: "plot" (a PNG image), "viewer" (the view's IFrame)."""
+    found = set()
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {})
+            if output.get("output_type") == "display_data" and data.get("image/png"):
+                found.add("plot")
+            if '<iframe src="http://127.0.0.1:' in data.get("text/html", ""):
+                found.add("viewer")
+    return found
