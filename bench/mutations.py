@@ -46,6 +46,9 @@ TORCH_FAST = ("tests/test_torch_module_fast_paths.py",)
 CUT = ("tests/test_passes_cut.py",)
 WIRE = ("tests/test_node_wire.py", "tests/test_to_onnx.py")
 MERGE = ("tests/test_passes_merge.py", "tests/test_passes_prefix.py")
+SOURCE_LINKS = ("tests/test_source_links.py",)
+VIEW = ("tests/test_model_view.py",)
+PROGRESS = ("tests/test_progress.py",)
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,41 @@ MUTATIONS = [
     Mutation("V1", "a tensor's empty name written as a set field", "converter/value_encoding.py",
              "        if tensor_name:\n            proto.name = tensor_name", "        proto.name = tensor_name",
              ("tests/test_value_encoding.py",)),
+    Mutation("VW1", "source link columns written 0-based", "dsl/source_links.py",
+             "    return {LOCATION_KEY: str(location),",
+             '    return {LOCATION_KEY: f"{location.file}:{location.line}:{location.column}",', SOURCE_LINKS),
+    Mutation("VW2", "source links left on the user's IR after a write", "converter/node_source_links.py",
+             "            node.metadata_props = earlier", "            pass", SOURCE_LINKS),
+    Mutation("VW3", "source links only on the main graph's own nodes (not If/Loop bodies)",
+             "converter/node_source_links.py", "            for node, _ in ir.walk(owner):",
+             "            for node in owner.nodes:", SOURCE_LINKS),
+    Mutation("VW4", "a source link's text written unescaped into to_python's comment",
+             "converter/python_source/statements.py",
+             '    return "# from " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)',
+             '    return "# from " + text', SOURCE_LINKS),
+    Mutation("VW5", "to_python records the source links in node_metadata too", "converter/python_source/metadata.py",
+             "if key not in LINK_KEYS}", "if True}", SOURCE_LINKS),
+    Mutation("VW6", "first NaN judged without the values an If's branches read", "converter/value_overlay.py",
+             "for name in _names_read(node) if name in summaries)", "for name in node.input if name in summaries)",
+             VIEW),
+    Mutation("VW7", "observed values not written as value doc strings", "converter/value_overlay.py",
+             '        entry.doc_string = f"observed: {summary}"', "        pass", VIEW),
+    Mutation("VW8", "the viewer served on every interface", "converter/model_view.py",
+             '    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)',
+             '    server = http.server.ThreadingHTTPServer(("", port), handler)', VIEW),
+    Mutation("VW9", "the viewer serves files outside Netron's folder", "converter/model_view.py",
+             "            if (os.path.commonpath([folder, target]) != folder or extension not in _MIME_TYPES",
+             "            if (extension not in _MIME_TYPES", VIEW),
+    Mutation("VW10", "the viewer's page asks for cookie consent (the graph waits behind it)", "converter/model_view.py",
+             "                self.send_header(\"Set-Cookie\", \"consent=1; Path=/; SameSite=Strict\")",
+             "                pass", VIEW),
+    Mutation("VW11", "show writes no source links by default", "converter/model_display.py",
+             "port: int = 0, height: int = 600, source_links: bool = True,",
+             "port: int = 0, height: int = 600, source_links: bool = False,", VIEW),
+    Mutation("VW12", "progress bars drawn under CI", "dsl/progress.py",
+             '    if os.environ.get("CI", "").strip().lower() not in _FALSE:\n        return False\n', "", PROGRESS),
+    Mutation("VW13", "progress bars drawn at once, not after the delay", "dsl/progress.py",
+             "unit_scale=unit_scale, delay=delay,", "unit_scale=unit_scale, delay=0,", PROGRESS),
 ]
 
 

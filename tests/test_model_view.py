@@ -7,7 +7,9 @@ import inspect
 import os
 import subprocess
 import sys
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -54,7 +56,12 @@ def _expected_link(op_type: str) -> str:
     raise AssertionError(op_type)
 
 
-def test_show_serves_the_model_on_localhost_only() -> None:
+def test_show_serves_the_model_on_localhost_only(tmp_path: Path) -> None:
+    import netron
+
+    secret = tmp_path / "secret.json"  # a file of a served kind, outside the viewer's folder
+    secret.write_text("{}")
+    beside = os.path.relpath(secret, os.path.dirname(os.path.realpath(netron.__file__)))
     view = converter.show(gated_mlp)
     try:
         assert view.server.server_address[0] == "127.0.0.1"
@@ -64,7 +71,8 @@ def test_show_serves_the_model_on_localhost_only() -> None:
         assert served.SerializeToString() == view.model.SerializeToString()
         sqrt = next(node for node in served.graph.node if node.op_type == "Sqrt")
         assert read_link({p.key: p.value for p in sqrt.metadata_props}).where == _expected_link("Sqrt")
-        for outside in ("data/other.onnx", "..%2F..%2F..%2Fetc%2Fpasswd", "../server.py", "index.py"):
+        traversals = (beside.replace("/", "%2F"), urllib.parse.quote(beside, safe="/"))
+        for outside in ("data/other.onnx", "..%2F..%2F..%2Fetc%2Fpasswd", "../server.py", "index.py", *traversals):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 _fetch(view.url + outside)
             assert refused.value.code == 404, outside
@@ -107,7 +115,21 @@ def test_observed_values_match_numpy() -> None:
     sigmoid = view.observed[next(n.output[0] for n in view.model.graph.node if n.op_type == "Sigmoid")]
     assert sigmoid.nan_count == 0 and sigmoid.maximum == pytest.approx((1 / (1 + np.exp(-hidden))).max(), rel=1e-6)
     typed = {entry.name: entry for entry in view.model.graph.value_info}
+    for name, entry in typed.items():
+        assert entry.doc_string == f"observed: {view.observed[name]}"
     assert [d.dim_value for d in typed[next(iter(typed))].type.tensor_type.shape.dim] == [2, 8]
+
+
+def test_a_nan_coming_in_is_not_marked_where_it_passes(tmp_path: Path) -> None:
+    from tests.test_source_links import clipped
+
+    # the NaN is in the input: no node makes it, not even the If whose branches read it
+    view = converter.show(clipped, [np.array([1.0, np.nan, 2.0], np.float32)])
+    view.stop()
+    marked = [n.op_type for n in view.model.graph.node if any(p.key == "onnxquill.first_nonfinite"
+                                                                for p in n.metadata_props)]
+    assert marked == []
+    assert view.observed["y"].nan_count == 1 and view.observed["x"].nan_count == 1
 
 
 def test_show_reads_paths_python_files_and_markup(tmp_path: Path) -> None:
@@ -152,12 +174,16 @@ def test_the_browser_draws_the_graph_with_source_links_and_values(tmp_path: Path
     x, w, shift = _inputs()
     shift[0] = -1e4
     view = converter.show(gated_mlp, [x, w, shift])
+    expected = {"MatMul", "Sigmoid", "Add", "Sqrt", "Relu", "Mul"}
     try:
         with chromium(browser_path, driver_path) as browser:
             browser.open(view.url)
-            nodes = browser.wait_for("g.graph-node")
-            drawn = {browser.text(node): node for node in nodes}
-            assert {"MatMul", "Sigmoid", "Add", "Sqrt", "Relu", "Mul"} <= set(drawn), sorted(drawn)
+            drawn: dict[str, str] = {}
+            deadline = time.monotonic() + 60
+            while not expected <= set(drawn) and time.monotonic() < deadline:  # (nodes fade in: no text at first)
+                drawn = {browser.text(node): node for node in browser.wait_for("g.graph-node")}
+                time.sleep(0.2)
+            assert expected <= set(drawn), sorted(drawn)
             browser.click(drawn["Sqrt"])
             assert browser.wait_for(".sidebar-item"), "no node properties after a click"
             sidebar = " ".join(browser.text(item) for item in browser.elements(".sidebar-item"))
