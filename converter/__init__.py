@@ -77,6 +77,7 @@ def to_python(
     """
     from converter.python_source import model_to_python
     from dsl import ir
+    from dsl.progress import working
 
     model: ir.Model | ir.Function | ir.Graph
     if isinstance(model_or_path, (ir.Model, ir.Function, ir.Graph)):
@@ -86,7 +87,8 @@ def to_python(
 
         model = _from_proto(model_or_path)
     try:
-        return model_to_python(model, weights_path, **options)
+        with working("to_python"):
+            return model_to_python(model, weights_path, **options)
     except (AttributeError, TypeError) as error:  # text where a corrupt file holds bytes?
         _raise_if_undecodable(model, error)
         raise
@@ -263,7 +265,15 @@ def join(
 
 def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
     """``combine`` run on the models (ModelProtos or paths, each with the name errors give
-    it) read into IR, the older ones converted up to the newest ai.onnx opset first."""
+    it) read into IR, the older ones converted up to the newest ai.onnx opset first (a bar
+    shows the time it takes, where that is long and a person watches)."""
+    from dsl.progress import working
+
+    with working("composing the models"):
+        return _aligned_and_combined(models, combine)
+
+
+def _aligned_and_combined(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
     from converter.from_onnx import model_from_proto
     from converter.opset_conversion import convert_opset, onnx_opset
     from converter.to_onnx import model_to_proto
@@ -321,11 +331,12 @@ def cut(
     from converter.to_onnx import model_to_proto
     from dsl.collection_pause import collection_paused
     from dsl.passes.cut import cut_model
+    from dsl.progress import working
 
     proto, source = _model_proto(model, "<model>")
     if inputs is not None:  # a value made an input needs its type, which files often leave to inference
         proto = _with_inferred_types(proto)
-    with collection_paused():  # reading and writing build many small objects
+    with collection_paused(), working("cutting the model"):  # reading and writing build many small objects
         # The IR read here is the cut's alone: the result may hold its nodes (no copy).
         part = cut_model(_read_for_cut(proto, source, outputs, inputs, last_layers), outputs, inputs, last_layers,
                          share=True)
@@ -374,12 +385,14 @@ def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None) -> 
     >>> print(module.code)                                     # doctest: +SKIP
     """
     from converter.torch_module import build_module
+    from dsl.progress import working
 
-    if isinstance(model_or_path_or_ir, (str, os.PathLike)):
-        # read here, the model is the module's alone: the parameters take its weight arrays'
-        # memory instead of a second copy (a proto or ir.Model passed in is the caller's)
-        return build_module(load_model(model_or_path_or_ir), outputs, share_weights=True)
-    return build_module(_ir_model(model_or_path_or_ir), outputs)
+    with working("to_torch"):
+        if isinstance(model_or_path_or_ir, (str, os.PathLike)):
+            # read here, the model is the module's alone: the parameters take its weight arrays'
+            # memory instead of a second copy (a proto or ir.Model passed in is the caller's)
+            return build_module(load_model(model_or_path_or_ir), outputs, share_weights=True)
+        return build_module(_ir_model(model_or_path_or_ir), outputs)
 
 
 def with_weights(model: Any, state_dict: Any) -> onnx.ModelProto:

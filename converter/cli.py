@@ -107,7 +107,10 @@ def _run_compile(args: argparse.Namespace) -> int:
     options = model_options(function)
     if args.ir_version is not None:
         options["ir_version"] = args.ir_version
-    model = _write_compiled(function, options, args.output)
+    from dsl.progress import working
+
+    with working(f"compiling {args.script}"):
+        model = _write_compiled(function, options, args.output)
     print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
     return 0
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Progress", "progress", "person_watching"]
+__all__ = ["Progress", "progress", "working", "person_watching"]
 
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -83,7 +84,41 @@ def progress(total: int | None, description: str, *, unit: str = "it", delay: fl
             bar.close()
 
 
-def _new_bar(total: int | None, description: str, unit: str, delay: float, unit_scale: bool) -> Any:
+@contextlib.contextmanager
+def working(description: str, *, delay: float = 2.0, interval: float = 0.5) -> Iterator[None]:
+    """The time spent so far on work that counts no steps (a compile, a merge, a to_python of
+    a big model), drawn after ``delay`` seconds where :func:`person_watching` and refreshed
+    every ``interval`` seconds by a daemon thread until the block ends.
+
+    >>> with working("merging the models"):
+    ...     pass
+    """
+    if not person_watching():
+        yield
+        return
+    done = threading.Event()
+
+    def tick() -> None:
+        if done.wait(delay):
+            return
+        bar = _new_bar(None, description, "s", 0.0, False, bar_format="{desc}: {elapsed}")
+        if bar is None:
+            return
+        while not done.wait(interval):
+            bar.refresh()
+        bar.close()
+
+    thread = threading.Thread(target=tick, name=f"progress: {description}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _new_bar(total: int | None, description: str, unit: str, delay: float, unit_scale: bool,
+             bar_format: str | None = None) -> Any:
     try:
         if _in_kernel():
             try:
@@ -95,4 +130,5 @@ def _new_bar(total: int | None, description: str, unit: str, delay: float, unit_
             from tqdm.std import tqdm
     except ImportError:  # the notebooks extra is not installed: no bar
         return None
-    return tqdm(total=total, desc=description, unit=unit, unit_scale=unit_scale, delay=delay, leave=False)
+    return tqdm(total=total, desc=description, unit=unit, unit_scale=unit_scale, delay=delay, leave=False,
+                bar_format=bar_format)

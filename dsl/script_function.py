@@ -112,7 +112,10 @@ class ScriptFunction(Scripted):
             options["functions"] = [_ir_function(f) for f in options["functions"]]
         if options.get("initializers"):
             options["initializers"] = [_ir_weight(w) for w in options["initializers"]]
-        return model_to_proto(self.function, **options)
+        from dsl.progress import working
+
+        with working(f"compiling {self.name}"):  # (a bar only where that takes long and a person watches)
+            return model_to_proto(self.function, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from eager import call_script

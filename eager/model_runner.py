@@ -42,6 +42,7 @@ import onnx.numpy_helper
 from dsl import ir, types
 from dsl.errors import DslTypeError, EagerError, ModelLoadError
 from dsl.limits import check_limit
+from dsl.progress import Progress, progress
 from dsl.tensor_protos import tensor_array
 from dsl.tracebacks import user_traceback
 from eager import values
@@ -115,7 +116,8 @@ def run(
     runner = _Runner(program, dict(env) if capture else None, stop_after)
     output_names = list(graph.output) if isinstance(graph, onnx.FunctionProto) else [v.name for v in graph.output]
     try:
-        runner.run_nodes(graph.node, env, attributes, "")
+        with progress(len(graph.node), "eager.run, node by node", unit="node") as runner.bar:
+            runner.run_nodes(graph.node, env, attributes, "")
     except _Stopped:
         output_names = runner.stopped_at
     else:
@@ -291,6 +293,7 @@ class _Runner:
         self.captured = captured
         self.stop_after = stop_after
         self.stopped_at: list[str] = []
+        self.bar = Progress(None)  # advanced once per main-graph node
 
     def run_nodes(
         self,
@@ -301,6 +304,8 @@ class _Runner:
     ) -> None:
         for index, node in enumerate(nodes):
             self.run_node_at(index, node, env, attributes, prefix)
+            if not prefix:
+                self.bar.update(1)
             if not prefix and self.stop_after is not None and (
                     node.name == self.stop_after or self.stop_after in node.output):
                 self.stopped_at = [name for name in node.output if name]

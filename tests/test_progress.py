@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from dsl import progress as progress_module
-from dsl.progress import person_watching, progress
+from dsl.progress import Progress, person_watching, progress, working
 
 
 class _Terminal(io.StringIO):
@@ -76,3 +78,47 @@ def test_without_tqdm_the_work_runs_silently(terminal: _Terminal, monkeypatch: p
         bar.update(2)
     assert not bar.shown and terminal.getvalue() == ""
     assert progress_module.Progress(None).shown is False
+
+
+def test_work_without_steps_shows_its_time(terminal: _Terminal, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm", reason="bars need tqdm, the notebooks extra")
+    _on(terminal, monkeypatch)
+    with working("merging the models", delay=0.05, interval=0.05):
+        time.sleep(0.4)
+    assert "merging the models: 00:00" in terminal.getvalue()
+    quick = _Terminal()
+    monkeypatch.setattr("sys.stderr", quick)
+    with working("merging the models", delay=5.0):
+        pass
+    assert quick.getvalue() == ""
+    monkeypatch.setenv("CI", "true")
+    with working("merging the models", delay=0.0, interval=0.01):
+        time.sleep(0.1)
+    assert quick.getvalue() == ""
+
+
+def test_eager_run_node_by_node_counts_its_nodes(terminal: _Terminal, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm", reason="bars need tqdm, the notebooks extra")
+    import numpy as np
+    import onnx.helper as oh
+
+    import eager
+    from eager import model_runner
+
+    _on(terminal, monkeypatch)
+    seen = []
+
+    @contextlib.contextmanager
+    def recorded(*args: object, **options: object) -> Iterator[Progress]:
+        with progress(*args, **{**options, "delay": 0.0}) as bar:  # type: ignore[arg-type]
+            seen.append(bar)
+            yield bar
+
+    monkeypatch.setattr(model_runner, "progress", recorded)
+    nodes = [oh.make_node("Relu", ["x"], ["a"]), oh.make_node("Neg", ["a"], ["b"]), oh.make_node("Abs", ["b"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", 1, [2])], [oh.make_tensor_value_info("y", 1, [2])])
+    x = np.array([-1.0, 2.0], np.float32)
+    (y,) = eager.run(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), [x], node_by_node=True)
+    np.testing.assert_array_equal(y, np.abs(-np.maximum(x, 0)))
+    assert "eager.run, node by node" in terminal.getvalue()
+    assert [(bar.bar.n, bar.bar.total) for bar in seen] == [(3, 3)]
