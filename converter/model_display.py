@@ -19,6 +19,7 @@ import onnx
 from converter.model_view import ModelView, serve_model
 from dsl import ir
 from dsl.errors import DslError
+from dsl.progress import working
 
 __all__ = ["show", "view_proto"]
 
@@ -43,15 +44,17 @@ def show(model: Any, inputs: Any = None, *, port: int = 0, height: int = 600, so
     >>> view.url, view.observed["mean"]                           # doctest: +SKIP
     >>> view.stop()                                                # doctest: +SKIP
     """
-    proto, name = view_proto(model, source_links=source_links, bindings=bindings, function=function)
-    observed: dict[str, Any] = {}
-    if inputs is not None:
-        import eager
-        from converter.value_overlay import overlay_values
+    with working("preparing the view"):
+        proto, name = view_proto(model, source_links=source_links, bindings=bindings, function=function)
+        observed: dict[str, Any] = {}
+        if inputs is not None:
+            import eager
+            from converter.value_overlay import overlay_values
 
-        values = eager.run(proto, inputs, capture=True).values
-        observed = overlay_values(proto, values)
-    view = serve_model(proto.SerializeToString(), name, port=port, model=proto, height=height)
+            values = eager.run(proto, inputs, capture=True).values
+            observed = overlay_values(proto, values)
+        model_bytes = proto.SerializeToString()
+    view = serve_model(model_bytes, name, port=port, model=proto, height=height)
     view.observed = observed
     return view
 
