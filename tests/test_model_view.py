@@ -198,3 +198,40 @@ def test_the_browser_draws_the_graph_with_source_links_and_values(tmp_path: Path
     assert nan_count and f"NaN={nan_count}" in sidebar and f"rooted ({nan_count} NaN, 0 inf) from finite inputs" in sidebar
     assert 'value="onnxquill.location"' in dom and 'value="onnxquill.first_nonfinite"' in dom
     assert (tmp_path / "graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@script()
+def to_image(pixels: FLOAT[224, 224, 3]) -> FLOAT[1, 3, 224, 224]:
+    scaled = op.Sqrt(pixels / 255.0)
+    image = op.Unsqueeze(op.Transpose(scaled, perm=[2, 0, 1]), [0])
+    return image
+
+
+def test_the_browser_draws_a_zoo_model_merged_with_scripted_code() -> None:
+    browser_path, driver_path, why = find_chromium()
+    if browser_path is None or driver_path is None:
+        pytest.skip(why)
+    squeezenet = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                              "light_squeezenet.onnx")
+    model = converter.merge(to_image.to_model_proto(source_links=True), squeezenet, io_map=[("image", "data_0")])
+    convolutions = sum(node.op_type == "Conv" for node in model.graph.node)
+    assert convolutions > 20
+    view = converter.show(model)
+    try:
+        with chromium(browser_path, driver_path) as browser:
+            browser.open(view.url)
+            texts: list[str] = []
+            deadline = time.monotonic() + 60
+            while (texts.count("Conv") < convolutions or "Sqrt" not in texts) and time.monotonic() < deadline:
+                nodes = browser.wait_for("g.graph-node")
+                texts = [browser.text(node).split("\n")[0] for node in nodes]  # (the op, then its weights)
+                time.sleep(0.2)
+            assert texts.count("Conv") == convolutions, texts
+            browser.click(nodes[texts.index("Sqrt")])
+            assert browser.wait_for(".sidebar-item")
+            sidebar = " ".join(browser.text(item) for item in browser.elements(".sidebar-item"))
+    finally:
+        view.stop()
+    lines, first = inspect.getsourcelines(to_image.python_function)
+    line = first + next(i for i, text in enumerate(lines) if "op.Sqrt(" in text)
+    assert f"test_model_view.py:{line}:" in sidebar and "scaled = op.Sqrt(pixels / 255.0)" in sidebar
