@@ -16,7 +16,7 @@ from typing import Any
 
 import onnx
 
-from converter.model_view import ModelView, serve_model
+from converter.model_view import ModelView, serve_model, viewer_folder
 from dsl import ir
 from dsl.errors import DslError
 from dsl.progress import working
@@ -44,6 +44,7 @@ def show(model: Any, inputs: Any = None, *, port: int = 0, height: int = 600, so
     >>> view.url, view.observed["mean"]                           # doctest: +SKIP
     >>> view.stop()                                                # doctest: +SKIP
     """
+    viewer_folder()  # (a missing viewer is said before any work)
     with working("preparing the view"):
         proto, name = view_proto(model, source_links=source_links, bindings=bindings, function=function)
         observed: dict[str, Any] = {}
@@ -100,7 +101,7 @@ def _proto_of_path(path: str, source_links: bool, bindings: Mapping[str, Any] | 
         from converter.script_module import load_script_function, model_options
 
         scripted = load_script_function(path, function)
-        return scripted.to_model_proto(**{**model_options(scripted), "source_links": source_links}), base + ".onnx"
+        return scripted.to_model_proto(**{**model_options(scripted), "source_links": source_links}), f"{scripted.name}.onnx"
     from converter.from_onnx import read_model_proto
 
     return read_model_proto(path), base

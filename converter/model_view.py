@@ -22,7 +22,7 @@ from typing import Any
 from dsl.errors import DslError
 from dsl.progress import progress
 
-__all__ = ["ModelView", "serve_model", "ViewerMissingError"]
+__all__ = ["ModelView", "serve_model", "viewer_folder", "ViewerMissingError"]
 
 _MIME_TYPES = {
     ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
@@ -36,7 +36,8 @@ class ViewerMissingError(DslError):
     """The graph viewer is not installed."""
 
 
-def _netron_folder() -> str:
+def viewer_folder() -> str:
+    """The folder of Netron's web app, or a :class:`ViewerMissingError` saying how to install it."""
     try:
         import netron
     except ImportError as error:
@@ -109,7 +110,7 @@ def serve_model(model_bytes: bytes, name: str = "model.onnx", *, port: int = 0, 
     >>> view = serve_model(onnx.load("model.onnx").SerializeToString())   # doctest: +SKIP
     >>> view.stop()                                                        # doctest: +SKIP
     """
-    folder = _netron_folder()
+    folder = viewer_folder()
     file_name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(name)) or "model.onnx"
     if not file_name.endswith(".onnx"):
         file_name += ".onnx"

@@ -84,6 +84,15 @@ def test_show_serves_the_model_on_localhost_only(tmp_path: Path) -> None:
         _fetch(view.url)
 
 
+def test_a_missing_viewer_is_a_dsl_error_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsl.errors import DslError
+
+    monkeypatch.setitem(sys.modules, "netron", None)  # import netron raises ImportError
+    with pytest.raises(DslError, match="needs Netron") as raised:
+        converter.show(gated_mlp, [])  # (too few inputs: the missing viewer is said before a run is tried)
+    assert "onnxquill[view]" in str(raised.value)
+
+
 def test_show_leaves_the_callers_proto_alone() -> None:
     model = gated_mlp.to_model_proto()
     before = model.SerializeToString()
