@@ -273,6 +273,10 @@ MUTATIONS = [
              '    if os.environ.get("CI", "").strip().lower() not in _FALSE:\n        return False\n', "", PROGRESS),
     Mutation("VW13", "progress bars drawn at once, not after the delay", "dsl/progress.py",
              "unit_scale=unit_scale, delay=delay,", "unit_scale=unit_scale, delay=0,", PROGRESS),
+    Mutation("VW14", "work without steps never shows its time", "dsl/progress.py",
+             "        if done.wait(delay):\n            return\n", "        return\n", PROGRESS),
+    Mutation("VW15", "eager.run node by node does not advance its bar", "eager/model_runner.py",
+             "            if not prefix:\n                self.bar.update(1)\n", "", PROGRESS),
 ]
 
 
