@@ -277,6 +277,8 @@ MUTATIONS = [
              "        if done.wait(delay):\n            return\n", "        return\n", PROGRESS),
     Mutation("VW15", "eager.run node by node does not advance its bar", "eager/model_runner.py",
              "            if not prefix:\n                self.bar.update(1)\n", "", PROGRESS),
+    Mutation("VW16", "no source links in model-local functions", "converter/node_source_links.py",
+             "    graphs = [graph, *(function.graph for function in functions)]", "    graphs = [graph]", SOURCE_LINKS),
 ]
 
 

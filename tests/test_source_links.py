@@ -151,3 +151,28 @@ def test_a_hostile_link_stays_one_comment() -> None:
     tree = ast.parse(source)
     assert not any(isinstance(found, ast.Import) and found.names[0].name == "os" for found in ast.walk(tree))
     assert "# from m.py:1:1: y = x\\nimport os; os.system('echo owned')\\r#" in source
+
+
+@script()
+def inner_relu(x: Vec) -> Vec:
+    return op.Relu(x)
+
+
+@script()
+def calls_inner(x: Vec) -> Vec:
+    return inner_relu(x) * 2.0
+
+
+def test_nodes_of_model_local_functions_name_their_lines() -> None:
+    model = calls_inner.to_model_proto(source_links=True, io_types={"x": FLOAT[3]})
+    onnx.checker.check_model(model, full_check=True)
+    (function,) = model.functions
+    (relu,) = function.node
+    link = read_link({p.key: p.value for p in relu.metadata_props})
+    lines, first = inspect.getsourcelines(inner_relu.python_function)
+    assert link is not None and link.source == "return op.Relu(x)"
+    assert link.line == first + next(i for i, text in enumerate(lines) if "op.Relu" in text)
+    call = next(node for node in model.graph.node if node.op_type == "inner_relu")
+    assert read_link({p.key: p.value for p in call.metadata_props}).source == "return inner_relu(x) * 2.0"
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    np.testing.assert_allclose(run_model(model, [x])[0], np.maximum(x, 0) * 2)
