@@ -33,9 +33,11 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
     paths = node_paths(graph, model.functions, names.get, lambda function: module.function_names.get(id(function)))
     # (source links are written as a comment above each statement instead: the source
     # written is the code's origin from now on)
-    recorded = {key: utf8(props, "node metadata_props")
-                for key, props in ((key, _without_links(node.metadata_props)) for key, (node, _) in paths.items())
-                if props}
+    recorded = {}
+    for key, (node, _) in paths.items():
+        props = _without_links(node.metadata_props) if node.metadata_props else None
+        if props:
+            recorded[key] = utf8(props, "node metadata_props")
     # A body's value_info by the path of the node computing the value and the output's index.
     body_types: dict[str, ir.IRType] = {}
     where = {id(node): key for key, (node, owner) in paths.items() if owner is not graph}
