@@ -184,6 +184,8 @@ def _tallies(events: list[dict[str, Any]], nodes: dict[str, onnx.NodeProto],
     if outside > 0:
         _add(by_line, OUTSIDE_KERNELS, outside, calls=len(counted))
     notes = [] if len(counted) == runs else [f"onnxruntime's trace holds {len(counted)} of the {runs} runs"]
+    if set(by_line) <= {NO_LINK, OUTSIDE_KERNELS}:
+        notes.append("no node carries a source link: write the model with to_model_proto(source_links=True)")
     return by_op, by_line, notes
 
 
