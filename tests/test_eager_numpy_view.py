@@ -47,7 +47,7 @@ def arrays(draw: st.DrawFn) -> np.ndarray:
 @st.composite
 def calls(draw: st.DrawFn, array: np.ndarray) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
     """A method name with arguments valid for numpy's method (or an error numpy raises too)."""
-    kind = draw(st.sampled_from(["axis", "plain", "astype", "reshape", "round", "clip", "shape ops"]))
+    kind = draw(st.sampled_from(["axis", "plain", "astype", "reshape", "round", "clip", "shape ops", "operand"]))
     if kind == "axis":
         name = draw(st.sampled_from(AXIS_METHODS))
         kwargs: dict[str, Any] = {}
@@ -68,6 +68,10 @@ def calls(draw: st.DrawFn, array: np.ndarray) -> tuple[str, tuple[Any, ...], dic
         return "round", (draw(st.integers(0, 2)),), {}
     if kind == "clip":
         return "clip", (draw(st.integers(-5, 0)), draw(st.integers(0, 5))), {}
+    if kind == "operand":  # methods taking another array (an EagerTensor one as often as a numpy one)
+        other = draw(st.sampled_from([array.T, EagerTensor(array.T)]))
+        indices = draw(st.sampled_from([[0], np.array([0, -1])]))
+        return draw(st.sampled_from([("dot", (other,), {}), ("take", (indices,), {}), ("conj", (), {})]))
     if array.ndim >= 2:
         return draw(st.sampled_from([("swapaxes", (0, -1), {}), ("diagonal", (), {}), ("trace", (), {})]))
     return "repeat", (2,), {}
@@ -106,7 +110,8 @@ def test_every_array_method_gives_numpys_result(data: st.DataObject) -> None:
     array = data.draw(arrays())
     name, args, kwargs = data.draw(calls(array))
     tensor = EagerTensor(array.copy())
-    want = _outcome(lambda: getattr(array, name)(*args, **kwargs))
+    numpy_args = tuple(arg.array if isinstance(arg, EagerTensor) else arg for arg in args)
+    want = _outcome(lambda: getattr(array, name)(*numpy_args, **kwargs))
     got = _outcome(lambda: getattr(tensor, name)(*args, **kwargs))
     if want[0] == "error":
         assert got == want  # numpy refuses (item() of many values, max of an empty axis): the same error
