@@ -23,7 +23,11 @@ lists of tensors, :class:`EagerSequence`; optionals as their value or None),
 ``script_call``, ``model_session`` (one session per model for ``run``), ``script_context`` (what a running body sets: the operators' opset,
 whether results stay EagerTensors), ``results`` (results typed by the return
 annotation, as compiled), ``model_runner``, ``call_site`` (error locations, number of
-unpacked outputs), ``attributes`` (cache keys; protos by :mod:`converter.onnx_encoding`).
+unpacked outputs), ``attributes`` (cache keys; protos by :mod:`converter.onnx_encoding`),
+``numpy_view`` (numpy's array methods on EagerTensor, for inspection), ``profiling``
+(:func:`profile`, per op type and source line of eager calls), ``model_profile``
+(:func:`profile_model`, onnxruntime's profile of a whole model mapped to source lines),
+``profile_report`` (their rows and tables).
 EagerTensor operators and sequence subscripts run their ops as ``op(...)`` does, through
 the runner the ``dsl`` facade installs in :mod:`dsl.hooks` (:func:`call_op`), so the
 value classes never import the op runner that returns them.
@@ -36,8 +40,11 @@ array([3., 6.], dtype=float32)
 
 from __future__ import annotations
 
+from eager.model_profile import profile_model
 from eager.model_runner import RunResult, run
 from eager.op_call import call_op
+from eager.profile_report import ProfileReport, ProfileRow
+from eager.profiling import profile
 from eager.script_call import call_script
 from eager.sequences import EagerSequence
 from eager.sessions import (
@@ -67,5 +74,9 @@ __all__ = [
     "CacheInfo",
     "last_backend",
     "BackendReport",
+    "profile",
+    "profile_model",
+    "ProfileReport",
+    "ProfileRow",
 ]
 

@@ -4,7 +4,9 @@ Its Python operators run the ONNX ops the compiler would emit for the same expre
 (both read :mod:`dsl.operators`), so ``x % 2`` or ``a & b`` mean in a debugger exactly
 what they mean in the exported graph — not numpy's promotion rules.  Conversions to
 Python (``bool``, ``int``, ``float``, ``__index__``) let native ``if``/``for``/``while``
-decide on real values; ``__array__`` hands the data to numpy and ``repr`` shows it.
+decide on real values; ``__array__`` hands the data to numpy and ``repr`` shows it;
+numpy's array methods come from :class:`~eager.numpy_view.NumpyInspection` (operator
+ufuncs, ``np.add(a, x)`` which ``a + x`` runs, keep ONNX semantics there too).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dsl import hooks, types
 from dsl.errors import DslTypeError, UnsupportedSyntaxError
 from dsl.operators import COMPARE, binary_spelling, unary_spelling
 from eager.indexing import eager_getitem
+from eager.numpy_view import NumpyInspection
 from eager.script_context import operator_opset
 from eager.values import ELEM_BY_DTYPE, elem_type_of_array
 
@@ -32,8 +35,11 @@ def _call(op_type: str, inputs: tuple[Any, ...], attributes: tuple[tuple[str, in
     return hooks.run_op_eagerly(op, inputs, dict(attributes) if attributes else _NO_ATTRIBUTES)
 
 
-class EagerTensor:
+class EagerTensor(NumpyInspection):
     """A tensor value (a numpy array underneath) with ONNX operator semantics.
+
+    numpy's array methods and attributes (``x.max()``, ``x.sum(axis=0)``, ``x.tolist()``)
+    give numpy's results, for inspection (:mod:`eager.numpy_view`).
 
     >>> import numpy as np
     >>> from eager import EagerTensor
@@ -43,7 +49,6 @@ class EagerTensor:
     """
 
     __slots__ = ("__weakref__", "array", "from_torch")
-    __array_ufunc__ = None  # numpy defers to our reflected operators: ONNX semantics win
 
     def __init__(self, array: np.ndarray, from_torch: bool = False) -> None:
         self.array = array
