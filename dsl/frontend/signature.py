@@ -7,7 +7,8 @@ annotated ``int``/``float``/``str``/``bool`` or a list of those (``list[int]``,
 whose Python default becomes the attribute's default.  onnxscript's annotations work as
 there (:func:`dsl.types.read_annotation`): a TypeVar bound to a Union of tensor types or
 a Union is an input of any of them, ``typing.Optional[FLOAT]`` an input that may be
-omitted.  The return annotation gives output types;
+omitted; ``typing.Annotated[T, ...]`` is ``T`` unless its metadata holds a dsl type
+(``Annotated[Tensor, FLOAT["B", 3]]``).  The return annotation gives output types;
 ``tuple[...]`` gives several outputs.
 """
 
@@ -58,6 +59,7 @@ class Signature:
 
 def attr_kind_of_annotation(annotation: Any) -> ir.AttrKind | None:
     """``int`` -> INT, ``list[float]`` -> FLOATS, ...; None for anything else."""
+    annotation = dsl_types.unwrap_annotated(annotation)  # Annotated[float, "doc"] is a float
     try:
         found = _SCALAR_KINDS.get(annotation)
     except TypeError:  # unhashable annotation object
