@@ -147,7 +147,7 @@ def _annotation(
     if node is None:
         return _MISSING
     if annotations is not None and name in annotations and not isinstance(annotations[name], str):
-        return annotations[name]
+        return _unwrapped(annotations[name], location)
     found = evaluate(node)
     if isinstance(found, str):  # a string annotation (or ``from __future__ import annotations``)
         try:
@@ -155,7 +155,15 @@ def _annotation(
         except SyntaxError:
             return found
         found = evaluate(ast.copy_location(parsed, node) if _relocate(parsed, node) else parsed)
-    return found
+    return _unwrapped(found, location)
+
+
+def _unwrapped(annotation: Any, location: Any) -> Any:
+    """``Annotated[T, ...]`` read as @script reads it, an error pointing at the annotation."""
+    try:
+        return dsl_types.unwrap_annotated(annotation)
+    except DslTypeError as error:
+        raise error.with_location(location) from None
 
 
 def _relocate(parsed: ast.expr, node: ast.expr) -> bool:
