@@ -245,7 +245,7 @@ MUTATIONS = [
     Mutation("TY3", "Annotated[Tensor, FLOAT[...]] read as its base (any tensor)", "dsl/types.py",
              "annotation = markers[0] if markers else annotation.__origin__",
              "annotation = annotation.__origin__", ("tests/test_frontend_annotated.py",)),
-    Mutation("TY4", "Annotated[float, ...] not an attribute", "dsl/frontend/signature.py",
+    Mutation("TY4", "Annotated[int, ...] inside Optional not an attribute", "dsl/frontend/signature.py",
              "    annotation = dsl_types.unwrap_annotated(annotation)  # Annotated[float, \"doc\"] is a float\n",
              "", ("tests/test_frontend_annotated.py",)),
     Mutation("TY5", "the readline history not searched at the prompt", "dsl/frontend/interactive_source.py",

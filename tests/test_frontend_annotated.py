@@ -85,3 +85,18 @@ def test_two_tensor_types_in_one_annotated_is_an_error_at_the_parameter() -> Non
         ambiguous.to_model_proto()
     assert "names 2 tensor types" in str(caught.value)
     assert "test_frontend_annotated.py" in str(caught.value)
+
+
+@script()
+def heads_split(x: Annotated[Tensor, FLOAT[2, 8]], heads: Annotated[int, "a divisor of 8"] | None = 4) -> (
+    Annotated[Tensor, FLOAT[...]]
+):
+    return op.Reshape(x, [0, heads, -1])
+
+
+def test_annotated_inside_optional_is_still_an_attribute() -> None:
+    (attribute,) = heads_split.to_function_proto().attribute_proto
+    assert (attribute.name, attribute.type, attribute.i) == ("heads", onnx.AttributeProto.INT, 4)
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    model = heads_split.to_model_proto(attributes={"heads": 2})
+    np.testing.assert_array_equal(_run(model, x=x)[0], x.reshape(2, 2, 4))
