@@ -70,6 +70,17 @@ def with_annotated_attribute(x: Anything, scale: Annotated[float, "must be posit
     return x * scale
 
 
+@script
+def bare_decorator(x: Anything) -> Anything:
+    return op.Neg(x)
+
+
+@script(op, ir_version=9, producer_name="corpus")
+def pinned_opset(x: Anything) -> Anything:
+    return bare_decorator(x) * 2.0
+
+
+print(bare_decorator.function.name, pinned_opset.to_model_proto().ir_version)
 newest = opset.Relu
 custom = Opset("com.example", 1)
 custom_op = custom.Anything
