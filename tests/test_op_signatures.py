@@ -4,6 +4,8 @@ The stub names the onnx it describes on its first line.  With that onnx installe
 be exactly what the generator writes now; with a newer onnx (pip may install one) every op
 it declares must still exist at the version it declares it (onnx never removes a schema),
 and the ops the newer onnx adds are left to ``Opset.get_op`` until the stub is regenerated.
+(An older onnx, which pyproject still allows, may lack ops the stub declares: checked only
+at run time, where such an op is an UnknownOpError.)
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ def _stub_onnx_version() -> str:
     return match[1]
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
 def test_every_declared_op_exists_in_the_installed_onnx_at_its_version() -> None:
+    if _release(onnx.__version__) < _release(_stub_onnx_version()):
+        pytest.skip(f"the stub describes onnx {_stub_onnx_version()}, newer than the installed {onnx.__version__}")
     declared = _declared()
     assert len(declared) >= 20
     for (domain, version), methods in declared.items():
