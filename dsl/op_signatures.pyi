@@ -6,6 +6,8 @@
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias
 
+import numpy as np
+
 from dsl.frontend.weights import Initializer
 from dsl.opsets import Opset
 from dsl.types import ElementType
@@ -18,11 +20,29 @@ class _TensorLike(Protocol):
     @property
     def dtype(self) -> Any: ...
 
-# The inputs an op takes, by what its type constraint allows (Python literals of the wrong
-# kind are refused; tensors are not told apart by element type).
+class _TorchLike(Protocol):
+    """torch tensors (whose element type the stub cannot see), but not numpy arrays."""
+
+    @property
+    def shape(self) -> Any: ...
+    @property
+    def requires_grad(self) -> bool: ...
+
+# The inputs an op takes, by what its type constraint allows: Python literals and numpy
+# arrays of an element type the constraint excludes are refused (graph values and torch
+# tensors are not told apart by element type).
 _Number: TypeAlias = _TensorLike | Initializer | complex | list[Any] | tuple[Any, ...]
-_Integral: TypeAlias = _TensorLike | Initializer | int | list[Any] | tuple[Any, ...]
-_Boolean: TypeAlias = _TensorLike | Initializer | bool | list[Any] | tuple[Any, ...]
+_Integer: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.integer[Any]]] | np.integer[Any] | _TorchLike | Initializer | int | list[Any]
+    | tuple[Any, ...]
+)
+_Integral: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.integer[Any] | np.bool_]] | np.integer[Any] | np.bool_ | _TorchLike | Initializer | int
+    | list[Any] | tuple[Any, ...]
+)
+_Boolean: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.bool_]] | np.bool_ | _TorchLike | Initializer | bool | list[Any] | tuple[Any, ...]
+)
 _DataType: TypeAlias = int | ElementType
 
 class Opset1(Opset):
@@ -92,10 +112,10 @@ class Opset1(Opset):
     def Floor(self, X: _Number, *, consumed_inputs: Sequence[int] = ...) -> Any:
         """Floor takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the floor is, y = floor(x), is applied to the tensor elementwise."""
         ...
-    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., output_sequence: int = ...) -> Any:
+    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., output_sequence: int = ...) -> Any:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
-    def Gather(self, data: Any, indices: _Integral, *, axis: int = ...) -> Any:
+    def Gather(self, data: Any, indices: _Integer, *, axis: int = ...) -> Any:
         """Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them ..."""
         ...
     def Gemm(self, A: _Number, B: _Number, C: _Number, *, alpha: float = ..., beta: float = ..., broadcast: int = ..., transA: int = ..., transB: int = ...) -> Any:
@@ -131,7 +151,7 @@ class Opset1(Opset):
     def LRN(self, X: _Number, *, alpha: float = ..., beta: float = ..., bias: float = ..., size: int) -> Any:
         """Local Response Normalization proposed in the [AlexNet paper](https://papers.nips.cc/paper/4824-imagenet-classification-with-deep-convolutional-neural-networks.pdf). It normalizes over local input r..."""
         ...
-    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., output_sequence: int = ...) -> Any:
+    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., output_sequence: int = ...) -> Any:
         """Computes an one-layer LSTM. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def LeakyRelu(self, X: _Number, *, alpha: float = ..., consumed_inputs: Sequence[int] = ...) -> Any:
@@ -146,7 +166,7 @@ class Opset1(Opset):
     def LogSoftmax(self, input: _Number, *, axis: int = ...) -> Any:
         """The operator computes the logsoftmax (log of softmax) values for each layer in the batch of the given input. The input is a 2-D tensor (Tensor<float>) of size (batch_size x input_feature_dimensions..."""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
     def LpNormalization(self, input: _Number, *, axis: int = ..., p: int = ...) -> Any:
@@ -194,7 +214,7 @@ class Opset1(Opset):
     def Pow(self, X: _Number, Y: _Number, *, axis: int = ..., broadcast: int = ...) -> Any:
         """Pow takes input data (Tensor<T>) and exponent Tensor, and produces one output data (Tensor<T>) where the function `f(x) = x^exponent`, is applied to the data tensor elementwise."""
         ...
-    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., output_sequence: int = ...) -> Any:
+    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., output_sequence: int = ...) -> Any:
         """Computes an one-layer simple RNN. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def RandomNormal(self, *, dtype: _DataType = ..., mean: float = ..., scale: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
@@ -327,7 +347,7 @@ class Opset2(Opset1):
         ...
 
 class Opset3(Opset2):
-    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., linear_before_reset: int = ..., output_sequence: int = ...) -> Any:
+    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., linear_before_reset: int = ..., output_sequence: int = ...) -> Any:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
 
@@ -337,7 +357,7 @@ class Opset4(Opset3):
         ...
 
 class Opset5(Opset4):
-    def Reshape(self, data: Any, shape: _Integral) -> Any:
+    def Reshape(self, data: Any, shape: _Integer) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
 
@@ -432,7 +452,7 @@ class Opset6(Opset5):
     def Tanh(self, input: _Number) -> Any:
         """Calculates the hyperbolic tangent of the given input tensor element-wise."""
         ...
-    def Tile(self, input: Any, repeats: _Integral) -> Any:
+    def Tile(self, input: Any, repeats: _Integer) -> Any:
         """Constructs a tensor by tiling a given tensor. This is the same as function `tile` in Numpy, but no broadcast. For example A = [[1, 2], [3, 4]], B = [1, 2], tile(A, B) = [[1, 2, 1, 2], [3, 4, 3, 4]]"""
         ...
 
@@ -470,7 +490,7 @@ class Opset7(Opset6):
     def Equal(self, A: _Integral, B: _Integral) -> Any:
         """Returns the tensor resulted from performing the `equal` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., linear_before_reset: int = ...) -> Any:
+    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., linear_before_reset: int = ...) -> Any:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def Gemm(self, A: _Number, B: _Number, C: _Number, *, alpha: float = ..., beta: float = ..., transA: int = ..., transB: int = ...) -> Any:
@@ -479,7 +499,7 @@ class Opset7(Opset6):
     def Greater(self, A: _Number, B: _Number) -> Any:
         """Returns the tensor resulted from performing the `greater` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ...) -> Any:
+    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ...) -> Any:
         """Computes an one-layer LSTM. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def Less(self, A: _Number, B: _Number) -> Any:
@@ -500,7 +520,7 @@ class Opset7(Opset6):
     def Pow(self, X: _Number, Y: _Number) -> Any:
         """Pow takes input data (Tensor<T>) and exponent Tensor, and produces one output data (Tensor<T>) where the function `f(x) = x^exponent`, is applied to the data tensor elementwise. This operator suppo..."""
         ...
-    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ...) -> Any:
+    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ...) -> Any:
         """Computes an one-layer simple RNN. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def Sin(self, input: _Number) -> Any:
@@ -520,7 +540,7 @@ class Opset7(Opset6):
         ...
 
 class Opset8(Opset7):
-    def Expand(self, input: Any, shape: _Integral) -> Any:
+    def Expand(self, input: Any, shape: _Integer) -> Any:
         """Broadcast the input tensor following the given shape and the broadcast rule. The broadcast rule is similar to numpy.array(input) * numpy.ones(shape): Dimensions are right alignment; Two correspondi..."""
         ...
     def Max(self, *data_0: _Number) -> Any:
@@ -535,7 +555,7 @@ class Opset8(Opset7):
     def Min(self, *data_0: _Number) -> Any:
         """Element-wise min of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-st..."""
         ...
-    def Scan(self, sequence_lens: _Integral | None = None, *initial_state_and_scan_inputs: Any, body: Any, directions: Sequence[int] = ..., num_scan_inputs: int) -> Any:
+    def Scan(self, sequence_lens: _Integer | None = None, *initial_state_and_scan_inputs: Any, body: Any, directions: Sequence[int] = ..., num_scan_inputs: int) -> Any:
         """Scan can be used to iterate over one or more scan_input tensors, constructing zero or more scan_output tensors. It combines ideas from general recurrences, functional programming constructs such as..."""
         ...
     def Sum(self, *data_0: _Number) -> Any:
@@ -564,7 +584,7 @@ class Opset9(Opset8):
     def Constant(self, *, value: Any) -> Any:
         """A constant tensor."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
     def Cosh(self, input: _Number) -> Any:
@@ -594,7 +614,7 @@ class Opset9(Opset8):
     def MatMul(self, A: _Number, B: _Number) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html)."""
         ...
-    def MaxUnpool(self, X: _Number, I: _Integral, output_shape: _Integral | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def MaxUnpool(self, X: _Number, I: _Integer, output_shape: _Integer | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """MaxUnpool essentially computes the partial inverse of the MaxPool op. The input information to this op is typically the output information from a MaxPool op. The first input tensor X is the tensor ..."""
         ...
     def MeanVarianceNormalization(self, X: _Number, *, axes: Sequence[int] = ...) -> Any:
@@ -612,7 +632,7 @@ class Opset9(Opset8):
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
         """Scan can be used to iterate over one or more scan_input tensors, constructing zero or more scan_output tensors. It combines ideas from general recurrences, functional programming constructs such as..."""
         ...
-    def Scatter(self, data: Any, indices: _Integral, updates: Any, *, axis: int = ...) -> Any:
+    def Scatter(self, data: Any, indices: _Integer, updates: Any, *, axis: int = ...) -> Any:
         """Given `data`, `updates` and `indices` input tensors of rank r >= 1, write the values provided by `updates` into the first input, `data`, along `axis` dimension of `data` (by default outer-most one ..."""
         ...
     def Shrink(self, input: _Number, *, bias: float = ..., lambd: float = ...) -> Any:
@@ -638,10 +658,10 @@ class Opset10(Opset9):
     def AveragePool(self, X: _Number, *, auto_pad: str | bytes = ..., ceil_mode: int = ..., count_include_pad: int = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """AveragePool consumes an input tensor X and applies average pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. average pooling consisting of computing the average on..."""
         ...
-    def ConvInteger(self, x: _Integral, w: _Integral, x_zero_point: _Integral | None = None, w_zero_point: _Integral | None = None, *, auto_pad: str | bytes = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def ConvInteger(self, x: _Integer, w: _Integer, x_zero_point: _Integer | None = None, w_zero_point: _Integer | None = None, *, auto_pad: str | bytes = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The integer convolution operator consumes an input tensor, its zero-point, a filter, and its zero-point, and computes the output. The production MUST never overflow. The accumulation may overflow i..."""
         ...
-    def DequantizeLinear(self, x: _Integral, x_scale: _Number, x_zero_point: _Integral | None = None) -> Any:
+    def DequantizeLinear(self, x: _Integer, x_scale: _Number, x_zero_point: _Integer | None = None) -> Any:
         """The linear dequantization operator. It consumes a quantized tensor, a scale, a zero point to compute the full precision tensor. The dequantization formula is y = (x - x_zero_point) * x_scale. 'x_sc..."""
         ...
     def Dropout(self, data: _Number, *, ratio: float = ...) -> Any:
@@ -650,7 +670,7 @@ class Opset10(Opset9):
     def IsInf(self, X: _Number, *, detect_negative: int = ..., detect_positive: int = ...) -> Any:
         """Map infinity to true and other values to false."""
         ...
-    def MatMulInteger(self, A: _Integral, B: _Integral, a_zero_point: _Integral | None = None, b_zero_point: _Integral | None = None) -> Any:
+    def MatMulInteger(self, A: _Integer, B: _Integer, a_zero_point: _Integer | None = None, b_zero_point: _Integer | None = None) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html). The production MUST never overflow. The accumulation may overflow if and only if..."""
         ...
     def MaxPool(self, X: _Number, *, auto_pad: str | bytes = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., storage_order: int = ..., strides: Sequence[int] = ...) -> Any:
@@ -659,28 +679,28 @@ class Opset10(Opset9):
     def Mod(self, A: _Number, B: _Number, *, fmod: int = ...) -> Any:
         """Performs element-wise binary modulus (with Numpy-style broadcasting support). The sign of the remainder is the same as that of the Divisor."""
         ...
-    def NonMaxSuppression(self, boxes: _Number, scores: _Number, max_output_boxes_per_class: _Integral | None = None, iou_threshold: _Number | None = None, score_threshold: _Number | None = None, *, center_point_box: int = ...) -> Any:
+    def NonMaxSuppression(self, boxes: _Number, scores: _Number, max_output_boxes_per_class: _Integer | None = None, iou_threshold: _Number | None = None, score_threshold: _Number | None = None, *, center_point_box: int = ...) -> Any:
         """Filter out boxes that have high intersection-over-union (IOU) overlap with previously selected boxes. Bounding boxes with score less than score_threshold are removed. Bounding box format is indicat..."""
         ...
-    def QLinearConv(self, x: _Integral, x_scale: _Number, x_zero_point: _Integral, w: _Integral, w_scale: _Number, w_zero_point: _Integral, y_scale: _Number, y_zero_point: _Integral, B: _Integral | None = None, *, auto_pad: str | bytes = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def QLinearConv(self, x: _Integer, x_scale: _Number, x_zero_point: _Integer, w: _Integer, w_scale: _Number, w_zero_point: _Integer, y_scale: _Number, y_zero_point: _Integer, B: _Integer | None = None, *, auto_pad: str | bytes = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The convolution operator consumes a quantized input tensor, its scale and zero point, a quantized filter, its scale and zero point, and output's scale and zero point, and computes the quantized out..."""
         ...
-    def QLinearMatMul(self, a: _Integral, a_scale: _Number, a_zero_point: _Integral, b: _Integral, b_scale: _Number, b_zero_point: _Integral, y_scale: _Number, y_zero_point: _Integral) -> Any:
+    def QLinearMatMul(self, a: _Integer, a_scale: _Number, a_zero_point: _Integer, b: _Integer, b_scale: _Number, b_zero_point: _Integer, y_scale: _Number, y_zero_point: _Integer) -> Any:
         """Matrix product that behaves like [numpy.matmul](https://numpy.org/doc/stable/reference/generated/numpy.matmul.html). It consumes two quantized input tensors, their scales and zero points, scale and..."""
         ...
-    def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Integral | None = None) -> Any:
+    def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Integer | None = None) -> Any:
         """The linear per-tensor/layer quantization operator. It consumes a high precision tensor, a scale, a zero point to compute the low precision / quantized tensor. The quantization formula is y = satura..."""
         ...
     def Resize(self, X: Any, scales: _Number, *, mode: str | bytes = ...) -> Any:
         """Resize the input tensor. Each dimension value of the output tensor is: output_dimension = floor(input_dimension * scale)."""
         ...
-    def ReverseSequence(self, input: Any, sequence_lens: _Integral, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
+    def ReverseSequence(self, input: Any, sequence_lens: _Integer, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
         """Reverse batch of sequences having different lengths specified by `sequence_lens`."""
         ...
-    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integral, *, mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
+    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integer, *, mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
         """Region of Interest (RoI) align operation described in the [Mask R-CNN paper](https://arxiv.org/abs/1703.06870). RoiAlign consumes an input tensor X and region of interests (rois) to apply pooling a..."""
         ...
-    def Slice(self, data: Any, starts: _Integral, ends: _Integral, axes: _Integral | None = None, steps: _Integral | None = None) -> Any:
+    def Slice(self, data: Any, starts: _Integer, ends: _Integer, axes: _Integer | None = None, steps: _Integer | None = None) -> Any:
         """Produces a slice of the input tensor along multiple axes. Similar to numpy: https://numpy.org/doc/stable/reference/routines.indexing.html Slices uses `starts`, `ends`, `axes` and `steps` inputs to ..."""
         ...
     def StringNormalizer(self, X: Any, *, case_change_action: str | bytes = ..., is_case_sensitive: int = ..., locale: str | bytes = ..., stopwords: Sequence[str] = ...) -> Any:
@@ -689,7 +709,7 @@ class Opset10(Opset9):
     def ThresholdedRelu(self, X: _Number, *, alpha: float = ...) -> Any:
         """ThresholdedRelu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the rectified linear function, y = x for x > alpha, y = 0 otherwise, is applied to the tensor element..."""
         ...
-    def TopK(self, X: _Number, K: _Integral, *, axis: int = ...) -> Any:
+    def TopK(self, X: _Number, K: _Integer, *, axis: int = ...) -> Any:
         """Retrieve the top-K elements along a specified axis. Given an input tensor of shape [a_0, a_1, ..., a_{n-1}] and integer argument k, return two outputs: -Value tensor of shape [a_0, a_1, ..., a_{axi..."""
         ...
 
@@ -703,7 +723,7 @@ class Opset11(Opset10):
     def AveragePool(self, X: _Number, *, auto_pad: str | bytes = ..., ceil_mode: int = ..., count_include_pad: int = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """AveragePool consumes an input tensor X and applies average pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. average pooling consisting of computing the average on..."""
         ...
-    def BitShift(self, X: _Integral, Y: _Integral, *, direction: str | bytes) -> Any:
+    def BitShift(self, X: _Integer, Y: _Integer, *, direction: str | bytes) -> Any:
         """Bitwise shift operator performs element-wise operation. For each input element, if the attribute "direction" is "RIGHT", this operator moves its binary representation toward the right side so that ..."""
         ...
     def Clip(self, input: _Number, min: _Number | None = None, max: _Number | None = None) -> Any:
@@ -727,7 +747,7 @@ class Opset11(Opset10):
     def ConvTranspose(self, X: _Number, W: _Number, B: _Number | None = None, *, auto_pad: str | bytes = ..., dilations: Sequence[int] = ..., group: int = ..., kernel_shape: Sequence[int] = ..., output_padding: Sequence[int] = ..., output_shape: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The convolution transpose operator consumes an input tensor and a filter, and computes the output."""
         ...
-    def CumSum(self, x: _Number, axis: _Integral, *, exclusive: int = ..., reverse: int = ...) -> Any:
+    def CumSum(self, x: _Number, axis: _Integer, *, exclusive: int = ..., reverse: int = ...) -> Any:
         """Performs cumulative sum of the input elements along the given axis. By default, it will do the sum inclusively meaning the first element is copied as is. Through an `exclusive` attribute, this beha..."""
         ...
     def DepthToSpace(self, input: Any, *, blocksize: int, mode: str | bytes = ...) -> Any:
@@ -745,13 +765,13 @@ class Opset11(Opset10):
     def Flatten(self, input: Any, *, axis: int = ...) -> Any:
         """Flattens the input tensor into a 2D matrix. If input tensor has shape (d_0, d_1, ... d_n) then the output will have shape (d_0 X d_1 ... d_(axis-1), d_axis X d_(axis+1) ... X dn)."""
         ...
-    def Gather(self, data: Any, indices: _Integral, *, axis: int = ...) -> Any:
+    def Gather(self, data: Any, indices: _Integer, *, axis: int = ...) -> Any:
         """Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them ..."""
         ...
-    def GatherElements(self, data: Any, indices: _Integral, *, axis: int = ...) -> Any:
+    def GatherElements(self, data: Any, indices: _Integer, *, axis: int = ...) -> Any:
         """GatherElements takes two inputs `data` and `indices` of the same rank r >= 1 and an optional attribute `axis` that identifies an axis of `data` (by default, the outer-most axis, that is axis 0). It..."""
         ...
-    def GatherND(self, data: Any, indices: _Integral) -> Any:
+    def GatherND(self, data: Any, indices: _Integer) -> Any:
         """Given `data` tensor of rank `r` >= 1, and `indices` tensor of rank `q` >= 1, this operator gathers slices of `data` into an output tensor of rank `q + r - indices_shape[-1] - 1`."""
         ...
     def Gemm(self, A: _Number, B: _Number, C: _Number | None = None, *, alpha: float = ..., beta: float = ..., transA: int = ..., transB: int = ...) -> Any:
@@ -766,7 +786,7 @@ class Opset11(Opset10):
     def LogSoftmax(self, input: _Number, *, axis: int = ...) -> Any:
         """The operator computes the logsoftmax (log of softmax) values for each layer in the batch of the given input."""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
     def LpPool(self, X: _Number, *, auto_pad: str | bytes = ..., kernel_shape: Sequence[int], p: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
@@ -775,16 +795,16 @@ class Opset11(Opset10):
     def MaxPool(self, X: _Number, *, auto_pad: str | bytes = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], pads: Sequence[int] = ..., storage_order: int = ..., strides: Sequence[int] = ...) -> Any:
         """MaxPool consumes an input tensor X and applies max pooling across the tensor according to kernel sizes, stride sizes, and pad lengths. max pooling consisting of computing the max on all values of a..."""
         ...
-    def MaxUnpool(self, X: _Number, I: _Integral, output_shape: _Integral | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def MaxUnpool(self, X: _Number, I: _Integer, output_shape: _Integer | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """MaxUnpool essentially computes the partial inverse of the MaxPool op. The input information to this op is typically the output information from a MaxPool op. The first input tensor X is the tensor ..."""
         ...
-    def NonMaxSuppression(self, boxes: _Number, scores: _Number, max_output_boxes_per_class: _Integral | None = None, iou_threshold: _Number | None = None, score_threshold: _Number | None = None, *, center_point_box: int = ...) -> Any:
+    def NonMaxSuppression(self, boxes: _Number, scores: _Number, max_output_boxes_per_class: _Integer | None = None, iou_threshold: _Number | None = None, score_threshold: _Number | None = None, *, center_point_box: int = ...) -> Any:
         """Filter out boxes that have high intersection-over-union (IOU) overlap with previously selected boxes. Bounding boxes with score less than score_threshold are removed. Bounding box format is indicat..."""
         ...
     def OneHot(self, indices: _Number, depth: _Number, values: Any, *, axis: int = ...) -> Any:
         """Produces a one-hot tensor based on inputs. The locations represented by the index values in the 'indices' input tensor will have 'on_value' and the other locations will have 'off_value' in the outp..."""
         ...
-    def Pad(self, data: _Number, pads: _Integral, constant_value: _Number | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: _Number, pads: _Integer, constant_value: _Number | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def Range(self, start: _Number, limit: _Number, delta: _Number) -> Any:
@@ -820,7 +840,7 @@ class Opset11(Opset10):
     def ReduceSumSquare(self, data: _Number, *, axes: Sequence[int] = ..., keepdims: int = ...) -> Any:
         """Computes the sum square of the input tensor's element along the provided axes. The resulting tensor has the same rank as the input if keepdims equals 1. If keepdims equal 0, then the resulted tenso..."""
         ...
-    def Resize(self, X: Any, roi: _Number, scales: _Number, sizes: _Integral | None = None, *, coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
+    def Resize(self, X: Any, roi: _Number, scales: _Number, sizes: _Integer | None = None, *, coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
         """Resize the input tensor. In general, it calculates every value in the output tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the input tensor. Each dimension value of th..."""
         ...
     def Round(self, X: _Number) -> Any:
@@ -829,13 +849,13 @@ class Opset11(Opset10):
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
         """Scan can be used to iterate over one or more scan_input tensors, constructing zero or more scan_output tensors. It combines ideas from general recurrences, functional programming constructs such as..."""
         ...
-    def ScatterElements(self, data: Any, indices: _Integral, updates: Any, *, axis: int = ...) -> Any:
+    def ScatterElements(self, data: Any, indices: _Integer, updates: Any, *, axis: int = ...) -> Any:
         """ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1 and an optional attribute axis that identifies an axis of `data` (by default, the outer-most axis, that i..."""
         ...
-    def ScatterND(self, data: Any, indices: _Integral, updates: Any) -> Any:
+    def ScatterND(self, data: Any, indices: _Integer, updates: Any) -> Any:
         """ScatterND takes three inputs `data` tensor of rank r >= 1, `indices` tensor of rank q >= 1, and `updates` tensor of rank q + r - indices.shape[-1] - 1. The output of the operation is produced by cr..."""
         ...
-    def SequenceAt(self, input_sequence: Any, position: _Integral) -> Any:
+    def SequenceAt(self, input_sequence: Any, position: _Integer) -> Any:
         """Outputs a tensor copy from the tensor at 'position' in 'input_sequence'. Accepted range for 'position' is in `[-n, n - 1]`, where `n` is the number of tensors in 'input_sequence'. Negative value me..."""
         ...
     def SequenceConstruct(self, *inputs: Any) -> Any:
@@ -844,16 +864,16 @@ class Opset11(Opset10):
     def SequenceEmpty(self, *, dtype: _DataType = ...) -> Any:
         """Construct an empty tensor sequence, with given data type."""
         ...
-    def SequenceErase(self, input_sequence: Any, position: _Integral | None = None) -> Any:
+    def SequenceErase(self, input_sequence: Any, position: _Integer | None = None) -> Any:
         """Outputs a tensor sequence that removes the tensor at 'position' from 'input_sequence'. Accepted range for 'position' is in `[-n, n - 1]`, where `n` is the number of tensors in 'input_sequence'. Neg..."""
         ...
-    def SequenceInsert(self, input_sequence: Any, tensor: Any, position: _Integral | None = None) -> Any:
+    def SequenceInsert(self, input_sequence: Any, tensor: Any, position: _Integer | None = None) -> Any:
         """Outputs a tensor sequence that inserts 'tensor' into 'input_sequence' at 'position'. 'tensor' must have the same data type as 'input_sequence'. Accepted range for 'position' is in `[-n, n]`, where ..."""
         ...
     def SequenceLength(self, input_sequence: Any) -> Any:
         """Produces a scalar(tensor of empty shape) containing the number of tensors in 'input_sequence'."""
         ...
-    def Slice(self, data: Any, starts: _Integral, ends: _Integral, axes: _Integral | None = None, steps: _Integral | None = None) -> Any:
+    def Slice(self, data: Any, starts: _Integer, ends: _Integer, axes: _Integer | None = None, steps: _Integer | None = None) -> Any:
         """Produces a slice of the input tensor along multiple axes. Similar to numpy: https://numpy.org/doc/stable/reference/routines.indexing.html Slices uses `starts`, `ends`, `axes` and `steps` inputs to ..."""
         ...
     def Softmax(self, input: _Number, *, axis: int = ...) -> Any:
@@ -862,13 +882,13 @@ class Opset11(Opset10):
     def Split(self, input: Any, *, axis: int = ..., split: Sequence[int] = ...) -> Any:
         """Split a tensor into a list of tensors, along the specified 'axis'. Lengths of the parts can be specified using argument 'split'. Otherwise, the tensor is split to equal sized parts."""
         ...
-    def SplitToSequence(self, input: Any, split: _Integral | None = None, *, axis: int = ..., keepdims: int = ...) -> Any:
+    def SplitToSequence(self, input: Any, split: _Integer | None = None, *, axis: int = ..., keepdims: int = ...) -> Any:
         """Split a tensor into a sequence of tensors, along the specified 'axis'. Lengths of the parts can be specified using the optional argument 'split'. If the argument `split' is not specified, a default..."""
         ...
     def Squeeze(self, data: Any, *, axes: Sequence[int] = ...) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes a parameter `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the ..."""
         ...
-    def TopK(self, X: _Number, K: _Integral, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> Any:
+    def TopK(self, X: _Number, K: _Integer, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> Any:
         """Retrieve the top-K largest or smallest elements along a specified axis. Given an input tensor of shape [a_0, a_1, ..., a_{n-1}] and integer argument k, return two outputs:"""
         ...
     def Unique(self, X: Any, *, axis: int = ..., sorted: int = ...) -> Any:
@@ -900,7 +920,7 @@ class Opset12(Opset11):
     def Einsum(self, *Inputs: _Number, equation: str | bytes) -> Any:
         """An einsum of the form `term1, term2 -> output-term` produces an output tensor using the following equation"""
         ...
-    def GatherND(self, data: Any, indices: _Integral, *, batch_dims: int = ...) -> Any:
+    def GatherND(self, data: Any, indices: _Integer, *, batch_dims: int = ...) -> Any:
         """Given `data` tensor of rank `r` >= 1, `indices` tensor of rank `q` >= 1, and `batch_dims` integer `b`, this operator gathers slices of `data` into an output tensor of rank `q + r - indices_shape[-1..."""
         ...
     def GreaterOrEqual(self, A: _Number, B: _Number) -> Any:
@@ -918,7 +938,7 @@ class Opset12(Opset11):
     def Min(self, *data_0: _Number) -> Any:
         """Element-wise min of each of the input tensors (with Numpy-style broadcasting support). All inputs and outputs must have the same data type. This operator supports **multidirectional (i.e., Numpy-st..."""
         ...
-    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integral, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
+    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integer, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
         """A NegativeLogLikelihoodLoss operator computes (weighted) negative log likelihood loss. Its "input" tensor has the shape of (N, C, d1, d2, ..., dk) where k >= 0. The "input" tensor contains log-prob..."""
         ...
     def Pow(self, X: _Number, Y: _Number) -> Any:
@@ -930,7 +950,7 @@ class Opset12(Opset11):
     def ReduceMin(self, data: _Number, *, axes: Sequence[int] = ..., keepdims: int = ...) -> Any:
         """Computes the min of the input tensor's element along the provided axes. The resulting tensor has the same rank as the input if keepdims equals 1. If keepdims equal 0, then the resulted tensor have ..."""
         ...
-    def SoftmaxCrossEntropyLoss(self, scores: _Number, labels: _Integral, weights: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
+    def SoftmaxCrossEntropyLoss(self, scores: _Number, labels: _Integer, weights: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
         """Loss function that measures the softmax cross entropy between 'scores' and 'labels'. This operator first computes a loss tensor whose shape is identical to the labels input. If the input is 2-D wit..."""
         ...
 
@@ -965,7 +985,7 @@ class Opset13(Opset12):
     def DepthToSpace(self, input: Any, *, blocksize: int, mode: str | bytes = ...) -> Any:
         """DepthToSpace rearranges (permutes) data from depth into blocks of spatial data. This is the reverse transformation of SpaceToDepth. More specifically, this op outputs a copy of the input tensor whe..."""
         ...
-    def DequantizeLinear(self, x: _Integral, x_scale: _Number, x_zero_point: _Integral | None = None, *, axis: int = ...) -> Any:
+    def DequantizeLinear(self, x: _Integer, x_scale: _Number, x_zero_point: _Integer | None = None, *, axis: int = ...) -> Any:
         """The linear dequantization operator. It consumes a quantized tensor, a scale, and a zero point to compute the full precision tensor. The dequantization formula is `y = (x - x_zero_point) * x_scale`...."""
         ...
     def Div(self, A: _Number, B: _Number) -> Any:
@@ -983,7 +1003,7 @@ class Opset13(Opset12):
     def Exp(self, input: _Number) -> Any:
         """Calculates the exponential of the given input tensor, element-wise."""
         ...
-    def Expand(self, input: Any, shape: _Integral) -> Any:
+    def Expand(self, input: Any, shape: _Integer) -> Any:
         """Broadcast the input tensor following the given shape and the broadcast rule. The broadcast rule is similar to numpy.array(input) * numpy.ones(shape): Dimensions are right alignment; Two correspondi..."""
         ...
     def Flatten(self, input: Any, *, axis: int = ...) -> Any:
@@ -992,13 +1012,13 @@ class Opset13(Opset12):
     def Floor(self, X: _Number) -> Any:
         """Floor takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the floor is, y = floor(x), is applied to the tensor elementwise. If x is integral, +0, -0, NaN, or infinite, x..."""
         ...
-    def Gather(self, data: Any, indices: _Integral, *, axis: int = ...) -> Any:
+    def Gather(self, data: Any, indices: _Integer, *, axis: int = ...) -> Any:
         """Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them ..."""
         ...
-    def GatherElements(self, data: Any, indices: _Integral, *, axis: int = ...) -> Any:
+    def GatherElements(self, data: Any, indices: _Integer, *, axis: int = ...) -> Any:
         """GatherElements takes two inputs `data` and `indices` of the same rank r >= 1 and an optional attribute `axis` that identifies an axis of `data` (by default, the outer-most axis, that is axis 0). It..."""
         ...
-    def GatherND(self, data: Any, indices: _Integral, *, batch_dims: int = ...) -> Any:
+    def GatherND(self, data: Any, indices: _Integer, *, batch_dims: int = ...) -> Any:
         """Given `data` tensor of rank `r` >= 1, `indices` tensor of rank `q` >= 1, and `batch_dims` integer `b`, this operator gathers slices of `data` into an output tensor of rank `q + r - indices_shape[-1..."""
         ...
     def Gemm(self, A: _Number, B: _Number, C: _Number | None = None, *, alpha: float = ..., beta: float = ..., transA: int = ..., transB: int = ...) -> Any:
@@ -1031,7 +1051,7 @@ class Opset13(Opset12):
     def LogSoftmax(self, input: _Number, *, axis: int = ...) -> Any:
         """The operator computes the log of softmax values for the given input:"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
     def MatMul(self, A: _Number, B: _Number) -> Any:
@@ -1058,19 +1078,19 @@ class Opset13(Opset12):
     def Neg(self, X: _Number) -> Any:
         """Neg takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where each element flipped sign, y = -x, is applied to the tensor elementwise."""
         ...
-    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integral, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
+    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integer, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
         """A NegativeLogLikelihoodLoss operator computes (weighted) negative log likelihood loss. Its "input" tensor has the shape of (N, C, d1, d2, ..., dk) where k >= 0. The "input" tensor contains log-prob..."""
         ...
     def NonZero(self, X: Any) -> Any:
         """Returns the indices of the elements that are non-zero (in row-major order - by dimension). NonZero behaves similar to numpy.nonzero: https://docs.scipy.org/doc/numpy/reference/generated/numpy.nonze..."""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def Pow(self, X: _Number, Y: _Number) -> Any:
         """Pow takes input data (Tensor<T>) and exponent Tensor, and produces one output data (Tensor<T>) where the function `f(x) = x^exponent`, is applied to the data tensor elementwise. This operator suppo..."""
         ...
-    def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Integral | None = None, *, axis: int = ...) -> Any:
+    def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Integer | None = None, *, axis: int = ...) -> Any:
         """The linear quantization operator. It consumes a high precision tensor, a scale, and a zero point to compute the low precision / quantized tensor. The scale factor and zero point must have same shap..."""
         ...
     def Reciprocal(self, X: _Number) -> Any:
@@ -1100,7 +1120,7 @@ class Opset13(Opset12):
     def ReduceProd(self, data: _Number, *, axes: Sequence[int] = ..., keepdims: int = ...) -> Any:
         """Computes the product of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceSum(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceSum(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the sum of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tenso..."""
         ...
     def ReduceSumSquare(self, data: _Number, *, axes: Sequence[int] = ..., keepdims: int = ...) -> Any:
@@ -1109,16 +1129,16 @@ class Opset13(Opset12):
     def Relu(self, X: _Number) -> Any:
         """Relu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the rectified linear function, y = max(0, x), is applied to the tensor elementwise."""
         ...
-    def Reshape(self, data: Any, shape: _Integral) -> Any:
+    def Reshape(self, data: Any, shape: _Integer) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
-    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integral | None = None, *, coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
+    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integer | None = None, *, coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
         """Resize the input tensor. In general, it calculates every value in the output tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the input tensor. Each dimension value of th..."""
         ...
-    def ScatterElements(self, data: Any, indices: _Integral, updates: Any, *, axis: int = ...) -> Any:
+    def ScatterElements(self, data: Any, indices: _Integer, updates: Any, *, axis: int = ...) -> Any:
         """ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1 and an optional attribute axis that identifies an axis of `data` (by default, the outer-most axis, that i..."""
         ...
-    def ScatterND(self, data: Any, indices: _Integral, updates: Any) -> Any:
+    def ScatterND(self, data: Any, indices: _Integer, updates: Any) -> Any:
         """ScatterND takes three inputs `data` tensor of rank r >= 1, `indices` tensor of rank q >= 1, and `updates` tensor of rank q + r - indices.shape[-1] - 1. The output of the operation is produced by cr..."""
         ...
     def Shape(self, data: Any) -> Any:
@@ -1133,25 +1153,25 @@ class Opset13(Opset12):
     def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def Slice(self, data: Any, starts: _Integral, ends: _Integral, axes: _Integral | None = None, steps: _Integral | None = None) -> Any:
+    def Slice(self, data: Any, starts: _Integer, ends: _Integer, axes: _Integer | None = None, steps: _Integer | None = None) -> Any:
         """Produces a slice of the input tensor along multiple axes. Similar to numpy: https://numpy.org/doc/stable/user/basics.indexing.html?highlight=slice#slicing-and-striding"""
         ...
     def Softmax(self, input: _Number, *, axis: int = ...) -> Any:
         """The operator computes the normalized exponential values for the given input:"""
         ...
-    def SoftmaxCrossEntropyLoss(self, scores: _Number, labels: _Integral, weights: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
+    def SoftmaxCrossEntropyLoss(self, scores: _Number, labels: _Integer, weights: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
         """Loss function that measures the softmax cross entropy between 'scores' and 'labels'. This operator first computes a loss tensor whose shape is identical to the labels input. If the input is 2-D wit..."""
         ...
     def SpaceToDepth(self, input: Any, *, blocksize: int) -> Any:
         """SpaceToDepth rearranges blocks of spatial data into depth. More specifically, this op outputs a copy of the input tensor where values from the height and width dimensions are moved to the depth dim..."""
         ...
-    def Split(self, input: Any, split: _Integral | None = None, *, axis: int = ...) -> Any:
+    def Split(self, input: Any, split: _Integer | None = None, *, axis: int = ...) -> Any:
         """Split a tensor into a list of tensors, along the specified 'axis'. Lengths of the parts can be specified using input 'split'. Otherwise, the tensor is split to equal sized parts."""
         ...
     def Sqrt(self, X: _Number) -> Any:
         """Square root takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the square root is, y = x^0.5, is applied to the tensor elementwise. If x is negative, then it will retur..."""
         ...
-    def Squeeze(self, data: Any, axes: _Integral | None = None) -> Any:
+    def Squeeze(self, data: Any, axes: _Integer | None = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the sha..."""
         ...
     def Sub(self, A: _Number, B: _Number) -> Any:
@@ -1163,13 +1183,13 @@ class Opset13(Opset12):
     def Tanh(self, input: _Number) -> Any:
         """Calculates the hyperbolic tangent of the given input tensor element-wise."""
         ...
-    def Tile(self, input: Any, repeats: _Integral) -> Any:
+    def Tile(self, input: Any, repeats: _Integer) -> Any:
         """Constructs a tensor by tiling a given tensor. This is the same as function `tile` in Numpy, but no broadcast. For example A = [[1, 2], [3, 4]], B = [1, 2], tile(A, B) = [[1, 2, 1, 2], [3, 4, 3, 4]]"""
         ...
     def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index..."""
         ...
-    def Unsqueeze(self, data: Any, axes: _Integral) -> Any:
+    def Unsqueeze(self, data: Any, axes: _Integer) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of..."""
         ...
 
@@ -1180,13 +1200,13 @@ class Opset14(Opset13):
     def BatchNormalization(self, X: _Number, scale: _Number, B: _Number, input_mean: _Number, input_var: _Number, *, epsilon: float = ..., momentum: float = ..., training_mode: int = ...) -> Any:
         """Carries out batch normalization as described in the paper https://arxiv.org/abs/1502.03167. Depending on the mode it is being run, There are five required inputs 'X', 'scale', 'B', 'input_mean' and..."""
         ...
-    def CumSum(self, x: _Number, axis: _Integral, *, exclusive: int = ..., reverse: int = ...) -> Any:
+    def CumSum(self, x: _Number, axis: _Integer, *, exclusive: int = ..., reverse: int = ...) -> Any:
         """Performs cumulative sum of the input elements along the given axis. By default, it will do the sum inclusively meaning the first element is copied as is. Through an `exclusive` attribute, this beha..."""
         ...
     def Div(self, A: _Number, B: _Number) -> Any:
         """Performs element-wise binary division (with Numpy-style broadcasting support)."""
         ...
-    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> Any:
+    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> Any:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def HardSwish(self, X: _Number) -> Any:
@@ -1195,25 +1215,25 @@ class Opset14(Opset13):
     def Identity(self, input: Any) -> Any:
         """Identity operator"""
         ...
-    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> Any:
+    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> Any:
         """Computes an one-layer LSTM. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def Mul(self, A: _Number, B: _Number) -> Any:
         """Performs element-wise binary multiplication (with Numpy-style broadcasting support)."""
         ...
-    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ...) -> Any:
+    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ...) -> Any:
         """Computes an one-layer simple RNN. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def Relu(self, X: _Number) -> Any:
         """Relu takes one input data (Tensor<T>) and produces one output data (Tensor<T>) where the rectified linear function, y = max(0, x), is applied to the tensor elementwise."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
     def Sub(self, A: _Number, B: _Number) -> Any:
         """Performs element-wise binary subtraction (with Numpy-style broadcasting support)."""
         ...
-    def Trilu(self, input: Any, k: _Integral | None = None, *, upper: int = ...) -> Any:
+    def Trilu(self, input: Any, k: _Integer | None = None, *, upper: int = ...) -> Any:
         """Given a 2-D matrix or batches of 2-D matrices, returns the upper or lower triangular part of the tensor(s). The attribute "upper" determines whether the upper or lower part is retained. If set to t..."""
         ...
 
@@ -1262,22 +1282,22 @@ class Opset16(Opset15):
     def LessOrEqual(self, A: _Number, B: _Number) -> Any:
         """Returns the tensor resulted from performing the `less_equal` logical operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
     def PRelu(self, X: _Number, slope: _Number) -> Any:
         """PRelu takes input data (Tensor<T>) and slope tensor as input, and produces one output data (Tensor<T>) where the function `f(x) = slope * x for x < 0`, `f(x) = x for x >= 0`., is applied to the dat..."""
         ...
-    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integral, *, coordinate_transformation_mode: str | bytes = ..., mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
+    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integer, *, coordinate_transformation_mode: str | bytes = ..., mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
         """Region of Interest (RoI) align operation described in the [Mask R-CNN paper](https://arxiv.org/abs/1703.06870). RoiAlign consumes an input tensor X and region of interests (rois) to apply pooling a..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
         """Scan can be used to iterate over one or more scan_input tensors, constructing zero or more scan_output tensors. It combines ideas from general recurrences, functional programming constructs such as..."""
         ...
-    def ScatterElements(self, data: Any, indices: _Integral, updates: Any, *, axis: int = ..., reduction: str | bytes = ...) -> Any:
+    def ScatterElements(self, data: Any, indices: _Integer, updates: Any, *, axis: int = ..., reduction: str | bytes = ...) -> Any:
         """ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1 and an optional attribute axis that identifies an axis of `data` (by default, the outer-most axis, that i..."""
         ...
-    def ScatterND(self, data: Any, indices: _Integral, updates: Any, *, reduction: str | bytes = ...) -> Any:
+    def ScatterND(self, data: Any, indices: _Integer, updates: Any, *, reduction: str | bytes = ...) -> Any:
         """ScatterND takes three inputs `data` tensor of rank r >= 1, `indices` tensor of rank q >= 1, and `updates` tensor of rank q + r - indices.shape[-1] - 1. The output of the operation is produced by cr..."""
         ...
     def Where(self, condition: _Boolean, X: Any, Y: Any) -> Any:
@@ -1285,25 +1305,25 @@ class Opset16(Opset15):
         ...
 
 class Opset17(Opset16):
-    def BlackmanWindow(self, size: _Integral, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
+    def BlackmanWindow(self, size: _Integer, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
         """Generates a Blackman window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
-    def DFT(self, input: _Number, dft_length: _Integral | None = None, *, axis: int = ..., inverse: int = ..., onesided: int = ...) -> Any:
+    def DFT(self, input: _Number, dft_length: _Integer | None = None, *, axis: int = ..., inverse: int = ..., onesided: int = ...) -> Any:
         """Computes the discrete Fourier transform of input."""
         ...
-    def HammingWindow(self, size: _Integral, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
+    def HammingWindow(self, size: _Integer, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
         """Generates a Hamming window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
-    def HannWindow(self, size: _Integral, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
+    def HannWindow(self, size: _Integer, *, output_datatype: _DataType = ..., periodic: int = ...) -> Any:
         """Generates a Hann window as described in the paper https://ieeexplore.ieee.org/document/1455106."""
         ...
     def LayerNormalization(self, X: _Number, Scale: _Number, B: _Number | None = None, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> Any:
         """This is layer normalization defined in ONNX as function. The overall computation can be split into two stages. The first stage is standardization, which makes the normalized elements have zero mean..."""
         ...
-    def MelWeightMatrix(self, num_mel_bins: _Integral, dft_length: _Integral, sample_rate: _Integral, lower_edge_hertz: _Number, upper_edge_hertz: _Number, *, output_datatype: _DataType = ...) -> Any:
+    def MelWeightMatrix(self, num_mel_bins: _Integer, dft_length: _Integer, sample_rate: _Integer, lower_edge_hertz: _Number, upper_edge_hertz: _Number, *, output_datatype: _DataType = ...) -> Any:
         """Generate a MelWeightMatrix that can be used to re-weight a Tensor containing a linearly sampled frequency spectra (from DFT or STFT) into num_mel_bins frequency information based on the [lower_edge..."""
         ...
-    def STFT(self, signal: _Number, frame_step: _Integral, window: _Number | None = None, frame_length: _Integral | None = None, *, onesided: int = ...) -> Any:
+    def STFT(self, signal: _Number, frame_step: _Integer, window: _Number | None = None, frame_length: _Integer | None = None, *, onesided: int = ...) -> Any:
         """Computes the Short-time Fourier Transform of the signal."""
         ...
     def SequenceMap(self, input_sequence: Any, *additional_inputs: Any, body: Any) -> Any:
@@ -1311,22 +1331,22 @@ class Opset17(Opset16):
         ...
 
 class Opset18(Opset17):
-    def BitwiseAnd(self, A: _Integral, B: _Integral) -> Any:
+    def BitwiseAnd(self, A: _Integer, B: _Integer) -> Any:
         """Returns the tensor resulting from performing the bitwise `and` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def BitwiseNot(self, X: _Integral) -> Any:
+    def BitwiseNot(self, X: _Integer) -> Any:
         """Returns the bitwise not of the input tensor element-wise."""
         ...
-    def BitwiseOr(self, A: _Integral, B: _Integral) -> Any:
+    def BitwiseOr(self, A: _Integer, B: _Integer) -> Any:
         """Returns the tensor resulting from performing the bitwise `or` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def BitwiseXor(self, A: _Integral, B: _Integral) -> Any:
+    def BitwiseXor(self, A: _Integer, B: _Integer) -> Any:
         """Returns the tensor resulting from performing the bitwise `xor` operation elementwise on the input tensors `A` and `B` (with Numpy-style broadcasting support)."""
         ...
-    def CenterCropPad(self, input_data: Any, shape: _Integral, *, axes: Sequence[int] = ...) -> Any:
+    def CenterCropPad(self, input_data: Any, shape: _Integer, *, axes: Sequence[int] = ...) -> Any:
         """Center crop or pad an input to given dimensions."""
         ...
-    def Col2Im(self, input: Any, image_shape: _Integral, block_shape: _Integral, *, dilations: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def Col2Im(self, input: Any, image_shape: _Integer, block_shape: _Integer, *, dilations: Sequence[int] = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """The operator rearranges column blocks back into a multidimensional image"""
         ...
     def LpPool(self, X: _Number, *, auto_pad: str | bytes = ..., ceil_mode: int = ..., dilations: Sequence[int] = ..., kernel_shape: Sequence[int], p: int = ..., pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
@@ -1341,46 +1361,46 @@ class Opset18(Opset17):
     def OptionalHasElement(self, input: Any | None = None) -> Any:
         """Returns true if (1) the input is an optional-type and contains an element, or, (2) the input is a tensor or sequence type. If the input is not provided or is an empty optional-type, this op returns..."""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
-    def ReduceL1(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceL1(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the L1 norm of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceL2(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceL2(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the L2 norm of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceLogSum(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSum(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceLogSumExp(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSumExp(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum exponent of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the re..."""
         ...
-    def ReduceMax(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMax(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the max of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tenso..."""
         ...
-    def ReduceMean(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMean(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the mean of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tens..."""
         ...
-    def ReduceMin(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMin(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the min of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tenso..."""
         ...
-    def ReduceProd(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceProd(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the product of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceSumSquare(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceSumSquare(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the sum square of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resultin..."""
         ...
-    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integral | None = None, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str | bytes = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
+    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integer | None = None, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str | bytes = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
         """Resize the input tensor. In general, it calculates every value in the output tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the input tensor. Each dimension value of th..."""
         ...
-    def ScatterElements(self, data: Any, indices: _Integral, updates: Any, *, axis: int = ..., reduction: str | bytes = ...) -> Any:
+    def ScatterElements(self, data: Any, indices: _Integer, updates: Any, *, axis: int = ..., reduction: str | bytes = ...) -> Any:
         """ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1 and an optional attribute axis that identifies an axis of `data` (by default, the outer-most axis, that i..."""
         ...
-    def ScatterND(self, data: Any, indices: _Integral, updates: Any, *, reduction: str | bytes = ...) -> Any:
+    def ScatterND(self, data: Any, indices: _Integer, updates: Any, *, reduction: str | bytes = ...) -> Any:
         """ScatterND takes three inputs `data` tensor of rank r >= 1, `indices` tensor of rank q >= 1, and `updates` tensor of rank q + r - indices.shape[-1] - 1. The output of the operation is produced by cr..."""
         ...
-    def Split(self, input: Any, split: _Integral | None = None, *, axis: int = ..., num_outputs: int = ...) -> Any:
+    def Split(self, input: Any, split: _Integer | None = None, *, axis: int = ..., num_outputs: int = ...) -> Any:
         """Split a tensor into a list of tensors, along the specified 'axis'. Either input 'split' or the attribute 'num_outputs' should be specified, but not both. If the attribute 'num_outputs' is specified..."""
         ...
 
@@ -1412,19 +1432,19 @@ class Opset19(Opset18):
     def If(self, cond: _Boolean, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., saturate: int = ...) -> Any:
         """The linear quantization operator. It consumes a high precision tensor, a scale, and a zero point to compute the low precision / quantized tensor. The scale factor and zero point must have same shap..."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
-    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integral | None = None, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str | bytes = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
+    def Resize(self, X: Any, roi: _Number | None = None, scales: _Number | None = None, sizes: _Integer | None = None, *, antialias: int = ..., axes: Sequence[int] = ..., coordinate_transformation_mode: str | bytes = ..., cubic_coeff_a: float = ..., exclude_outside: int = ..., extrapolation_value: float = ..., keep_aspect_ratio_policy: str | bytes = ..., mode: str | bytes = ..., nearest_mode: str | bytes = ...) -> Any:
         """Resize the input tensor. In general, it calculates every value in the output tensor as a weighted average of neighborhood (a.k.a. sampling locations) in the input tensor. Each dimension value of th..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
@@ -1438,13 +1458,13 @@ class Opset19(Opset18):
         ...
 
 class Opset20(Opset19):
-    def AffineGrid(self, theta: _Number, size: _Integral, *, align_corners: int = ...) -> Any:
+    def AffineGrid(self, theta: _Number, size: _Integer, *, align_corners: int = ...) -> Any:
         """Generates a 2D or 3D flow field (sampling grid), given a batch of affine matrices theta (https://pytorch.org/docs/stable/generated/torch.nn.functional.affine_grid.html). An affine matrix `theta` is..."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
-    def DFT(self, input: _Number, dft_length: _Integral | None = None, axis: _Integral | None = None, *, inverse: int = ..., onesided: int = ...) -> Any:
+    def DFT(self, input: _Number, dft_length: _Integer | None = None, axis: _Integer | None = None, *, inverse: int = ..., onesided: int = ...) -> Any:
         """Computes the discrete Fourier Transform (DFT) of the input."""
         ...
     def Gelu(self, X: _Number, *, approximate: str | bytes = ...) -> Any:
@@ -1453,7 +1473,7 @@ class Opset20(Opset19):
     def GridSample(self, X: Any, grid: _Number, *, align_corners: int = ..., mode: str | bytes = ..., padding_mode: str | bytes = ...) -> Any:
         """Given an input `X` and a flow-field `grid`, computes the output `Y` using `X` values and pixel locations from the `grid`. For spatial input `X` with shape (N, C, H, W), the `grid` will have shape (..."""
         ...
-    def ImageDecoder(self, encoded_stream: _Integral, *, pixel_format: str | bytes = ...) -> Any:
+    def ImageDecoder(self, encoded_stream: _Integer, *, pixel_format: str | bytes = ...) -> Any:
         """Loads and decodes and image from a file. If it can't decode for any reason (e.g. corrupted encoded stream, invalid format, it will return an empty matrix). The following image formats are supported..."""
         ...
     def IsInf(self, X: _Number, *, detect_negative: int = ..., detect_positive: int = ...) -> Any:
@@ -1462,10 +1482,10 @@ class Opset20(Opset19):
     def IsNaN(self, X: _Number) -> Any:
         """Returns which elements of the input are NaN."""
         ...
-    def ReduceMax(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMax(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the max of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tenso..."""
         ...
-    def ReduceMin(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceMin(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the min of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting tenso..."""
         ...
     def RegexFullMatch(self, X: Any, *, pattern: str | bytes = ...) -> Any:
@@ -1488,7 +1508,7 @@ class Opset21(Opset20):
     def Constant(self, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str | bytes = ..., value_strings: Sequence[str] = ...) -> Any:
         """This operator produces a constant tensor. Exactly one of the provided attributes, either value, sparse_value, or value_* must be specified."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
     def DequantizeLinear(self, x: _Number, x_scale: _Number, x_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ...) -> Any:
@@ -1506,10 +1526,10 @@ class Opset21(Opset20):
     def If(self, cond: _Boolean, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def QLinearMatMul(self, a: _Number, a_scale: _Number, a_zero_point: _Number, b: _Number, b_scale: _Number, b_zero_point: _Number, y_scale: _Number, y_zero_point: _Number) -> Any:
@@ -1518,7 +1538,7 @@ class Opset21(Opset20):
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ..., saturate: int = ...) -> Any:
         """The linear quantization operator consumes a high-precision tensor, a scale, and a zero point to compute the low-precision/quantized tensor. The scale factor and zero point must have the same shape,..."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
@@ -1530,13 +1550,13 @@ class Opset21(Opset20):
     def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def Squeeze(self, data: Any, axes: _Integral | None = None) -> Any:
+    def Squeeze(self, data: Any, axes: _Integer | None = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the sha..."""
         ...
     def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index..."""
         ...
-    def Unsqueeze(self, data: Any, axes: _Integral) -> Any:
+    def Unsqueeze(self, data: Any, axes: _Integer) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of..."""
         ...
 
@@ -1592,7 +1612,7 @@ class Opset22(Opset21):
     def EyeLike(self, input: _Number, *, dtype: _DataType = ..., k: int = ...) -> Any:
         """Generate a 2D tensor (matrix) with ones on the diagonal and zeros everywhere else. Only 2D tensors are supported, i.e. input T1 must be of rank 2. The shape of the output tensor is the same as the ..."""
         ...
-    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> Any:
+    def GRU(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ..., linear_before_reset: int = ...) -> Any:
         """Computes an one-layer GRU. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def GlobalAveragePool(self, X: _Number) -> Any:
@@ -1616,7 +1636,7 @@ class Opset22(Opset21):
     def InstanceNormalization(self, input: _Number, scale: _Number, B: _Number, *, epsilon: float = ...) -> Any:
         """Carries out instance normalization as described in the paper https://arxiv.org/abs/1607.08022."""
         ...
-    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> Any:
+    def LSTM(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, initial_c: _Number | None = None, P: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., input_forget: int = ..., layout: int = ...) -> Any:
         """Computes an one-layer LSTM. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def LpNormalization(self, input: _Number, *, axis: int = ..., p: int = ...) -> Any:
@@ -1631,7 +1651,7 @@ class Opset22(Opset21):
     def MaxRoiPool(self, X: _Number, rois: _Number, *, pooled_shape: Sequence[int], spatial_scale: float = ...) -> Any:
         """ROI max pool consumes an input tensor X and region of interests (RoIs) to apply max pooling across each RoI, to produce output 4-D tensor of shape (num_rois, channels, pooled_shape[0], pooled_shape..."""
         ...
-    def MaxUnpool(self, X: _Number, I: _Integral, output_shape: _Integral | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
+    def MaxUnpool(self, X: _Number, I: _Integer, output_shape: _Integer | None = None, *, kernel_shape: Sequence[int], pads: Sequence[int] = ..., strides: Sequence[int] = ...) -> Any:
         """MaxUnpool essentially computes the partial inverse of the MaxPool op. The input information to this op is typically the output information from a MaxPool op. The first input tensor X is the tensor ..."""
         ...
     def Mish(self, X: _Number) -> Any:
@@ -1640,10 +1660,10 @@ class Opset22(Opset21):
     def Multinomial(self, input: _Number, *, dtype: _DataType = ..., sample_size: int = ..., seed: float = ...) -> Any:
         """Generate a tensor of samples from a multinomial distribution according to the probabilities of each of the possible outcomes."""
         ...
-    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integral, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
+    def NegativeLogLikelihoodLoss(self, input: _Number, target: _Integer, weight: _Number | None = None, *, ignore_index: int = ..., reduction: str | bytes = ...) -> Any:
         """A NegativeLogLikelihoodLoss operator computes (weighted) negative log likelihood loss. Its "input" tensor has the shape of (N, C, d1, d2, ..., dk) where k >= 0. The "input" tensor contains log-prob..."""
         ...
-    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integral | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ...) -> Any:
+    def RNN(self, X: _Number, W: _Number, R: _Number, B: _Number | None = None, sequence_lens: _Integer | None = None, initial_h: _Number | None = None, *, activation_alpha: Sequence[float] = ..., activation_beta: Sequence[float] = ..., activations: Sequence[str] = ..., clip: float = ..., direction: str | bytes = ..., hidden_size: int = ..., layout: int = ...) -> Any:
         """Computes an one-layer simple RNN. This operator is usually supported via some custom implementation such as CuDNN."""
         ...
     def RandomNormal(self, *, dtype: _DataType = ..., mean: float = ..., scale: float = ..., seed: float = ..., shape: Sequence[int]) -> Any:
@@ -1658,7 +1678,7 @@ class Opset22(Opset21):
     def RandomUniformLike(self, input: Any, *, dtype: _DataType = ..., high: float = ..., low: float = ..., seed: float = ...) -> Any:
         """Generate a tensor with random values drawn from a uniform distribution. The shape of the output tensor is copied from the shape of the input tensor, and the parameters of the uniform distribution a..."""
         ...
-    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integral, *, coordinate_transformation_mode: str | bytes = ..., mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
+    def RoiAlign(self, X: _Number, rois: _Number, batch_indices: _Integer, *, coordinate_transformation_mode: str | bytes = ..., mode: str | bytes = ..., output_height: int = ..., output_width: int = ..., sampling_ratio: int = ..., spatial_scale: float = ...) -> Any:
         """Region of Interest (RoI) align operation described in the [Mask R-CNN paper](https://arxiv.org/abs/1703.06870). RoiAlign consumes an input tensor X and region of interests (rois) to apply pooling a..."""
         ...
     def Round(self, X: _Number) -> Any:
@@ -1699,7 +1719,7 @@ class Opset23(Opset22):
     def Constant(self, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str | bytes = ..., value_strings: Sequence[str] = ...) -> Any:
         """This operator produces a constant tensor. Exactly one of the provided attributes, either value, sparse_value, or value_* must be specified."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
     def DequantizeLinear(self, x: _Number, x_scale: _Number, x_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ...) -> Any:
@@ -1714,10 +1734,10 @@ class Opset23(Opset22):
     def If(self, cond: _Boolean, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ..., precision: int = ..., saturate: int = ...) -> Any:
@@ -1726,10 +1746,10 @@ class Opset23(Opset22):
     def RMSNormalization(self, X: _Number, scale: _Number, *, axis: int = ..., epsilon: float = ..., stash_type: int = ...) -> Any:
         """This is RMS normalization defined in ONNX as function as described in the paper https://arxiv.org/pdf/1910.07467. The overall computation can be split into two stages. The root mean squared norm is..."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
-    def RotaryEmbedding(self, X: _Number, cos_cache: _Number, sin_cache: _Number, position_ids: _Integral | None = None, *, interleaved: int = ..., num_heads: int = ..., rotary_embedding_dim: int = ...) -> Any:
+    def RotaryEmbedding(self, X: _Number, cos_cache: _Number, sin_cache: _Number, position_ids: _Integer | None = None, *, interleaved: int = ..., num_heads: int = ..., rotary_embedding_dim: int = ...) -> Any:
         """RotaryEmbedding is the implementation of rotary positional embeddings (RoPE) based on the paper https://arxiv.org/pdf/2104.09864. The key advantage of RoPE is that it allows the model to understand..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
@@ -1741,18 +1761,18 @@ class Opset23(Opset22):
     def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def Squeeze(self, data: Any, axes: _Integral | None = None) -> Any:
+    def Squeeze(self, data: Any, axes: _Integer | None = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the sha..."""
         ...
     def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index..."""
         ...
-    def Unsqueeze(self, data: Any, axes: _Integral) -> Any:
+    def Unsqueeze(self, data: Any, axes: _Integer) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of..."""
         ...
 
 class Opset24(Opset23):
-    def Attention(self, Q: _Number, K: _Number, V: _Number, attn_mask: _Number | None = None, past_key: _Number | None = None, past_value: _Number | None = None, nonpad_kv_seqlen: _Integral | None = None, *, is_causal: int = ..., kv_num_heads: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> Any:
+    def Attention(self, Q: _Number, K: _Number, V: _Number, attn_mask: _Number | None = None, past_key: _Number | None = None, past_value: _Number | None = None, nonpad_kv_seqlen: _Integer | None = None, *, is_causal: int = ..., kv_num_heads: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> Any:
         """Computes scaled dot product attention on query, key and value tensors, using an optional attention mask if passed."""
         ...
     def Cast(self, input: Any, *, round_mode: str | bytes = ..., saturate: int = ..., to: _DataType) -> Any:
@@ -1764,7 +1784,7 @@ class Opset24(Opset23):
     def Constant(self, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str | bytes = ..., value_strings: Sequence[str] = ...) -> Any:
         """This operator produces a constant tensor. Exactly one of the provided attributes, either value, sparse_value, or value_* must be specified."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
     def DequantizeLinear(self, x: _Number, x_scale: _Number, x_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ...) -> Any:
@@ -1779,16 +1799,16 @@ class Opset24(Opset23):
     def If(self, cond: _Boolean, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ..., precision: int = ..., saturate: int = ...) -> Any:
         """The linear quantization operator consumes a high-precision tensor, a scale, and a zero point to compute the low-precision/quantized tensor. The scale factor and zero point must have the same shape,..."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
@@ -1800,30 +1820,30 @@ class Opset24(Opset23):
     def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def SplitToSequence(self, input: Any, split: _Integral | None = None, *, axis: int = ..., keepdims: int = ...) -> Any:
+    def SplitToSequence(self, input: Any, split: _Integer | None = None, *, axis: int = ..., keepdims: int = ...) -> Any:
         """Split a tensor into a sequence of tensors, along the specified 'axis'. Lengths of the parts can be specified using the optional argument 'split'. If the argument `split' is not specified, a default..."""
         ...
-    def Squeeze(self, data: Any, axes: _Integral | None = None) -> Any:
+    def Squeeze(self, data: Any, axes: _Integer | None = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the sha..."""
         ...
     def Swish(self, X: _Number, *, alpha: float = ...) -> Any:
         """Swish function takes one input data (Tensor<T>) and produces one output data (Tensor<T>) of the same shape, where $Swish(x) = x * sigmoid(alpha * x)$."""
         ...
-    def TensorScatter(self, past_cache: Any, update: Any, write_indices: _Integral | None = None, *, axis: int = ..., mode: str | bytes = ...) -> Any:
+    def TensorScatter(self, past_cache: Any, update: Any, write_indices: _Integer | None = None, *, axis: int = ..., mode: str | bytes = ...) -> Any:
         """TensorScatter is a generic tensor update operation, motivated by the requirements for KV cache updates for Attention ops commonly found in LLMs. It is a functional operation that models an in-place..."""
         ...
-    def TopK(self, X: _Number, K: _Integral, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> Any:
+    def TopK(self, X: _Number, K: _Integer, *, axis: int = ..., largest: int = ..., sorted: int = ...) -> Any:
         """Retrieve the top-K largest or smallest elements along a specified axis. Given an input tensor of shape [a_0, a_1, ..., a_{n-1}] and integer argument k, return two outputs:"""
         ...
     def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index..."""
         ...
-    def Unsqueeze(self, data: Any, axes: _Integral) -> Any:
+    def Unsqueeze(self, data: Any, axes: _Integer) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of..."""
         ...
 
 class Opset25(Opset24):
-    def Attention(self, Q: _Number, K: _Number, V: _Number, attn_mask: _Number | None = None, past_key: _Number | None = None, past_value: _Number | None = None, nonpad_kv_seqlen: _Integral | None = None, *, is_causal: int = ..., kv_num_heads: int = ..., left_window_size: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., right_window_size: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> Any:
+    def Attention(self, Q: _Number, K: _Number, V: _Number, attn_mask: _Number | None = None, past_key: _Number | None = None, past_value: _Number | None = None, nonpad_kv_seqlen: _Integer | None = None, *, is_causal: int = ..., kv_num_heads: int = ..., left_window_size: int = ..., q_num_heads: int = ..., qk_matmul_output_mode: int = ..., right_window_size: int = ..., scale: float = ..., softcap: float = ..., softmax_precision: int = ...) -> Any:
         """Computes scaled dot product attention on query, key and value tensors, using an optional attention mask if passed."""
         ...
     def Cast(self, input: Any, *, round_mode: str | bytes = ..., saturate: int = ..., to: _DataType) -> Any:
@@ -1835,7 +1855,7 @@ class Opset25(Opset24):
     def Constant(self, *, sparse_value: Any = ..., value: Any = ..., value_float: float = ..., value_floats: Sequence[float] = ..., value_int: int = ..., value_ints: Sequence[int] = ..., value_string: str | bytes = ..., value_strings: Sequence[str] = ...) -> Any:
         """This operator produces a constant tensor. Exactly one of the provided attributes, either value, sparse_value, or value_* must be specified."""
         ...
-    def ConstantOfShape(self, input: _Integral, *, value: Any = ...) -> Any:
+    def ConstantOfShape(self, input: _Integer, *, value: Any = ...) -> Any:
         """Generate a tensor with given value and shape."""
         ...
     def DequantizeLinear(self, x: _Number, x_scale: _Number, x_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ...) -> Any:
@@ -1850,16 +1870,16 @@ class Opset25(Opset24):
     def If(self, cond: _Boolean, *, else_branch: Any, then_branch: Any) -> Any:
         """If conditional"""
         ...
-    def Loop(self, M: _Integral | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
+    def Loop(self, M: _Integer | None = None, cond: _Boolean | None = None, *v_initial: Any, body: Any) -> Any:
         """Generic Looping construct. This loop has multiple termination conditions:"""
         ...
-    def Pad(self, data: Any, pads: _Integral, constant_value: Any | None = None, axes: _Integral | None = None, *, mode: str | bytes = ...) -> Any:
+    def Pad(self, data: Any, pads: _Integer, constant_value: Any | None = None, axes: _Integer | None = None, *, mode: str | bytes = ...) -> Any:
         """Given a tensor containing the data to be padded (`data`), a tensor containing the number of start and end pad values for axis (`pads`), (optionally) a `mode`, and (optionally) `constant_value`, a p..."""
         ...
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ..., precision: int = ..., saturate: int = ...) -> Any:
         """The linear quantization operator consumes a high-precision tensor, a scale, and a zero point to compute the low-precision/quantized tensor. The scale factor and zero point must have the same shape,..."""
         ...
-    def Reshape(self, data: Any, shape: _Integral, *, allowzero: int = ...) -> Any:
+    def Reshape(self, data: Any, shape: _Integer, *, allowzero: int = ...) -> Any:
         """Reshape the input tensor similar to numpy.reshape. First input is the data tensor, second input is a shape tensor which specifies the output shape. It outputs the reshaped tensor. At most one dimen..."""
         ...
     def Scan(self, *initial_state_and_scan_inputs: Any, body: Any, num_scan_inputs: int, scan_input_axes: Sequence[int] = ..., scan_input_directions: Sequence[int] = ..., scan_output_axes: Sequence[int] = ..., scan_output_directions: Sequence[int] = ...) -> Any:
@@ -1871,13 +1891,13 @@ class Opset25(Opset24):
     def Size(self, data: Any) -> Any:
         """Takes a tensor as input and outputs a int64 scalar that equals to the total number of elements of the input tensor."""
         ...
-    def Squeeze(self, data: Any, axes: _Integral | None = None) -> Any:
+    def Squeeze(self, data: Any, axes: _Integer | None = None) -> Any:
         """Remove single-dimensional entries from the shape of a tensor. Takes an input `axes` with a list of axes to squeeze. If `axes` is not provided, all the single dimensions will be removed from the sha..."""
         ...
     def Transpose(self, data: Any, *, perm: Sequence[int] = ...) -> Any:
         """Returns a transpose of the input tensor. (Similar to `numpy.transpose`). The optional attribute `perm` specifies the permutation of the axes of the input tensor. `perm` must contain each axis index..."""
         ...
-    def Unsqueeze(self, data: Any, axes: _Integral) -> Any:
+    def Unsqueeze(self, data: Any, axes: _Integer) -> Any:
         """Insert single-dimensional entries to the shape of an input tensor (`data`). Takes one required input `axes` - which contains a list of dimension indices and this operator will insert a dimension of..."""
         ...
 
@@ -1885,7 +1905,7 @@ class Opset26(Opset25):
     def BitCast(self, input: _Number, *, to: _DataType) -> Any:
         """Reinterprets the binary representation of a tensor as a different data type, specified by the 'to' attribute. Unlike Cast, BitCast preserves the exact bit pattern without any value conversion."""
         ...
-    def CumProd(self, x: _Number, axis: _Integral, *, exclusive: int = ..., reverse: int = ...) -> Any:
+    def CumProd(self, x: _Number, axis: _Integer, *, exclusive: int = ..., reverse: int = ...) -> Any:
         """Performs cumulative product of the input elements along the given axis. By default, it will do the product inclusively meaning the first element is copied as is. Through an `exclusive` attribute, t..."""
         ...
 
@@ -1901,7 +1921,7 @@ class Opset27(Opset26):
         ...
 
 class Opset28(Opset27):
-    def BitShift(self, X: _Integral, Y: _Integral, *, direction: str | bytes) -> Any:
+    def BitShift(self, X: _Integer, Y: _Integer, *, direction: str | bytes) -> Any:
         """Bitwise shift operator performs element-wise operation. For each input element, if the attribute "direction" is "RIGHT", this operator moves its binary representation toward the right side. If the ..."""
         ...
     def Cast(self, input: Any, *, round_mode: str | bytes = ..., saturate: int = ..., to: _DataType) -> Any:
@@ -1940,13 +1960,13 @@ class Opset28(Opset27):
     def QuantizeLinear(self, x: _Number, y_scale: _Number, y_zero_point: _Number | None = None, *, axis: int = ..., block_size: int = ..., output_dtype: _DataType = ..., precision: int = ..., saturate: int = ...) -> Any:
         """The linear quantization operator consumes a high-precision tensor, a scale, and a zero point to compute the low-precision/quantized tensor. The scale factor and zero point must have the same shape,..."""
         ...
-    def ReduceLogSum(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSum(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the resulting t..."""
         ...
-    def ReduceLogSumExp(self, data: _Number, axes: _Integral | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
+    def ReduceLogSumExp(self, data: _Number, axes: _Integer | None = None, *, keepdims: int = ..., noop_with_empty_axes: int = ...) -> Any:
         """Computes the log sum exponent of the input tensor's elements along the provided axes. The resulting tensor has the same rank as the input if `keepdims` equals 1. If `keepdims` equals 0, then the re..."""
         ...
-    def ReverseSequence(self, input: Any, sequence_lens: _Integral, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
+    def ReverseSequence(self, input: Any, sequence_lens: _Integer, *, batch_axis: int = ..., time_axis: int = ...) -> Any:
         """Reverse batch of sequences having different lengths specified by `sequence_lens`."""
         ...
     def SpaceToDepth(self, input: Any, *, blocksize: int, mode: str | bytes = ...) -> Any:
@@ -1960,7 +1980,7 @@ class Opset28(Opset27):
         ...
 
 class AiOnnxMl1(Opset):
-    def ArrayFeatureExtractor(self, X: Any, Y: _Integral) -> Any:
+    def ArrayFeatureExtractor(self, X: Any, Y: _Integer) -> Any:
         """Select elements of the input tensor based on the indices passed.<br> The indices are applied to the last axes of the tensor."""
         ...
     def Binarizer(self, X: _Number, *, threshold: float = ...) -> Any:
@@ -2039,16 +2059,16 @@ class AiOnnxMl5(AiOnnxMl4):
         ...
 
 class AiOnnxPreviewTraining1(Opset):
-    def Adagrad(self, R: _Number, T: _Integral, *inputs: _Number, decay_factor: float = ..., epsilon: float = ..., norm_coefficient: float = ...) -> Any:
+    def Adagrad(self, R: _Number, T: _Integer, *inputs: _Number, decay_factor: float = ..., epsilon: float = ..., norm_coefficient: float = ...) -> Any:
         """Compute one iteration of ADAGRAD, a stochastic gradient based optimization algorithm. This operator can conduct the optimization of multiple tensor variables."""
         ...
-    def Adam(self, R: _Number, T: _Integral, *inputs: _Number, alpha: float = ..., beta: float = ..., epsilon: float = ..., norm_coefficient: float = ..., norm_coefficient_post: float = ...) -> Any:
+    def Adam(self, R: _Number, T: _Integer, *inputs: _Number, alpha: float = ..., beta: float = ..., epsilon: float = ..., norm_coefficient: float = ..., norm_coefficient_post: float = ...) -> Any:
         """Compute one iteration of Adam, a stochastic gradient based optimization algorithm. This operator can conduct the optimization of multiple tensor variables."""
         ...
     def Gradient(self, *Inputs: Any, xs: Sequence[str], y: str | bytes, zs: Sequence[str] = ...) -> Any:
         """Gradient operator computes the partial derivatives of a specific tensor w.r.t. some other tensors. This operator is widely used in gradient-based training algorithms. To illustrate its use, let's c..."""
         ...
-    def Momentum(self, R: _Number, T: _Integral, *inputs: _Number, alpha: float, beta: float, mode: str | bytes, norm_coefficient: float) -> Any:
+    def Momentum(self, R: _Number, T: _Integer, *inputs: _Number, alpha: float, beta: float, mode: str | bytes, norm_coefficient: float) -> Any:
         """Compute one iteration of stochastic gradient update with momentum. This operator can conduct the optimization of multiple tensor variables."""
         ...
 

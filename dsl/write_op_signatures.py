@@ -62,6 +62,8 @@ _HEADER = '''\
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias
 
+import numpy as np
+
 from dsl.frontend.weights import Initializer
 from dsl.opsets import Opset
 from dsl.types import ElementType
@@ -74,11 +76,29 @@ class _TensorLike(Protocol):
     @property
     def dtype(self) -> Any: ...
 
-# The inputs an op takes, by what its type constraint allows (Python literals of the wrong
-# kind are refused; tensors are not told apart by element type).
+class _TorchLike(Protocol):
+    """torch tensors (whose element type the stub cannot see), but not numpy arrays."""
+
+    @property
+    def shape(self) -> Any: ...
+    @property
+    def requires_grad(self) -> bool: ...
+
+# The inputs an op takes, by what its type constraint allows: Python literals and numpy
+# arrays of an element type the constraint excludes are refused (graph values and torch
+# tensors are not told apart by element type).
 _Number: TypeAlias = _TensorLike | Initializer | complex | list[Any] | tuple[Any, ...]
-_Integral: TypeAlias = _TensorLike | Initializer | int | list[Any] | tuple[Any, ...]
-_Boolean: TypeAlias = _TensorLike | Initializer | bool | list[Any] | tuple[Any, ...]
+_Integer: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.integer[Any]]] | np.integer[Any] | _TorchLike | Initializer | int | list[Any]
+    | tuple[Any, ...]
+)
+_Integral: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.integer[Any] | np.bool_]] | np.integer[Any] | np.bool_ | _TorchLike | Initializer | int
+    | list[Any] | tuple[Any, ...]
+)
+_Boolean: TypeAlias = (
+    np.ndarray[Any, np.dtype[np.bool_]] | np.bool_ | _TorchLike | Initializer | bool | list[Any] | tuple[Any, ...]
+)
 _DataType: TypeAlias = int | ElementType
 '''
 
@@ -105,7 +125,7 @@ def _summary(doc: str | None) -> str:
 
 
 def _input_annotation(schema: onnx.defs.OpSchema, type_str: str) -> str:
-    """``_Number``/``_Integral``/``_Boolean`` where the constraint allows only such tensors."""
+    """``_Number``/``_Integer``/``_Integral``/``_Boolean`` where the constraint allows only such tensors."""
     allowed = [type_str]
     for constraint in schema.type_constraints:
         if constraint.type_param_str == type_str:
@@ -120,6 +140,8 @@ def _input_annotation(schema: onnx.defs.OpSchema, type_str: str) -> str:
         return "Any"
     if elements == {"bool"}:
         return "_Boolean"
+    if elements <= _INTEGRAL - {"bool"}:
+        return "_Integer"  # (a Python bool is an int to a type checker: only numpy's is refused)
     if elements <= _INTEGRAL:
         return "_Integral"
     return "_Number"

@@ -36,3 +36,6 @@ layer(x, np.array(1), alhpa=0.1)  # mistake: misspelt keyword in an eager call
 layer(x, np.array(1), 0.1, 2)  # mistake: too many arguments in an eager call
 layer(x)  # mistake: an input left out of an eager call
 layer(x, np.array(1), alpha="big")  # mistake: an attribute of the wrong type in an eager call
+op.BitwiseAnd(x, np.array([1, 2, 3]))  # mistake: a float32 array where only integers are allowed
+op.Where(x, x, x)  # mistake: a float32 array as the condition, which must be bool
+op.Gather(x, np.ones(2))  # mistake: float64 indices
