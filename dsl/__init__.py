@@ -38,10 +38,11 @@ from dsl.errors import (
 )
 
 if TYPE_CHECKING:
+    from dsl import op_signatures
     from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
     from dsl.limits import raised_limits
     from dsl.loaded_model import LoadedModel, load
-    from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
+    from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN, typed per version, for editors)
     from dsl.op_signatures import opset as opset
     from dsl.opsets import Op, Opset
     from dsl.script_function import GraphFunction, ScriptFunction, export_onnx_lib, graph, script
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
         Map,
         Optional,
         Sequence,
+        Tensor,
         TensorType,
     )
 
@@ -104,7 +106,7 @@ _LAZY: dict[str, str] = {
 }
 # Element types, the Optional/Sequence/Map annotations and TensorType ("any tensor", as
 # onnxscript's) come from dsl.types.
-_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", "TensorType", *_ELEMENT_TYPES))
+_LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", "Tensor", "TensorType", *_ELEMENT_TYPES))
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "export_onnx_lib", "Op", "Opset",
@@ -113,12 +115,14 @@ __all__ = [
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
     "INT64", "STRING", "UINT2", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
-    "Optional", "Sequence", "Map", "TensorType",
+    "Optional", "Sequence", "Map", "Tensor", "TensorType",
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
     "LimitExceededError", "UnsafePathError", "raised_limits",
 ]
+if TYPE_CHECKING:  # opset1 ... opsetN, ai_onnx_ml1 ...: made on first access at run time
+    __all__ += op_signatures.__all__
 
 
 def _run_op_eagerly(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

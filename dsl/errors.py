@@ -142,11 +142,11 @@ class OpAttributeError(OpCallError):
 
 
 class SourceUnavailableError(DslError):
-    """``@script`` on a function whose source text cannot be found (plain REPL)."""
+    """``@script`` on a function whose source text cannot be found (stdin piped in, exec)."""
 
     default_hint = (
-        "@script reads the function's source text; define it in a file, a Jupyter/IPython "
-        "cell, or pass the text through exec() after registering it with linecache"
+        "@script reads the function's source text: define it in a file, a Jupyter/IPython cell or at a "
+        "python prompt that has readline, or register the text of exec() with linecache"
     )
 
 

@@ -24,11 +24,9 @@ from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpErr
 from dsl.tracebacks import hide_library_frames
 
 if TYPE_CHECKING:
-    # Editors and type checkers see every op with its signature (a generated stub).
-    from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset)
-    from dsl.op_signatures import OpSignatures as _OpSignatures
-else:
-    _OpSignatures = object
+    # Editors and type checkers see every op with its signature (a generated stub:
+    # opset18 is an Opset18, whose methods are the ops of opset 18).
+    from dsl.op_signatures import *  # noqa: F403
 
 T = TypeVar("T")
 
@@ -64,15 +62,10 @@ def schema_domains() -> dict[str, int]:
     return found
 
 
-class Opset(_OpSignatures):
-    """A (domain, version) pair whose attributes are the ops of that opset.
-
-    >>> from dsl import Opset
-    >>> op = Opset("", 18)
-    >>> op.Relu                                   # doctest: +ELLIPSIS
-    Op(Relu, opset 18, since 14)
-    >>> custom = Opset("com.example", 1)        # no schemas: any op, any attribute
-    """
+class _OpsetFields:
+    """An opset's domain, version and op cache.  (Opset's constructor lives here so that a
+    type checker takes the type of ``Opset(...)`` from ``Opset.__new__``: mypy reads
+    ``__new__`` only when ``__init__`` is defined in a base class.)"""
 
     def __init__(self, domain: str, version: int) -> None:
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -82,18 +75,36 @@ class Opset(_OpSignatures):
         self._ops: dict[str, Op] = {}
         self._has_schemas = self.domain in _STANDARD_DOMAINS
 
+
+class Opset(_OpsetFields):
+    """A (domain, version) pair whose attributes are the ops of that opset.
+
+    >>> from dsl import Opset
+    >>> op = Opset("", 18)
+    >>> op.Relu                                   # doctest: +ELLIPSIS
+    Op(Relu, opset 18, since 14)
+    >>> custom = Opset("com.example", 1)        # no schemas: any op, any attribute
+    """
+
     @property
     def has_schemas(self) -> bool:
         """True for the domains onnx defines; custom domains are unchecked."""
         return self._has_schemas
 
-    def __getattr__(self, name: str) -> Op:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        found = self._ops.get(name)
-        if found is None:
-            found = self.get_op(name)
-        return found
+    if TYPE_CHECKING:
+        # A type checker sees the ops of opset18 & co. in their stub classes, which have no
+        # __getattr__ (so op.Softmaxx is flagged); Opset("com.example", 1) takes any op.
+        def __new__(cls, domain: str, version: int) -> AnyOpOpset: ...
+
+    else:
+
+        def __getattr__(self, name: str) -> Op:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            found = self._ops.get(name)
+            if found is None:
+                found = self.get_op(name)
+            return found
 
     def get_op(self, name: str) -> Op:
         """The op called ``name``; :class:`UnknownOpError` when no schema defines it here."""
@@ -160,6 +171,14 @@ class Opset(_OpSignatures):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Opset, (self.domain, self.version))
+
+
+if TYPE_CHECKING:
+
+    class AnyOpOpset(Opset):
+        """What ``Opset(domain, version)`` is to a type checker: any attribute is an op."""
+
+        def __getattr__(self, name: str) -> Op: ...
 
 
 def _all_schemas_named(name: str, domain: str) -> list[Any]:

@@ -16,7 +16,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from dsl import ir
 from dsl.frontend.scripted import CompiledFunction, GraphDecorator, Scripted, ScriptedGraph
@@ -26,9 +26,17 @@ from dsl.tracebacks import hide_library_frames, user_traceback
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["script", "graph", "ScriptFunction", "GraphFunction", "finish", "model_to_proto", "export_onnx_lib"]
+__all__ = [
+    "script", "graph", "ScriptFunction", "GraphFunction", "ScriptDecorator", "GraphDecoratorCall", "finish",
+    "model_to_proto", "export_onnx_lib",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+# The decorated function's parameters and result, so that a type checker knows an eager
+# call's arguments (names, count, attribute types) and result, and the methods it has.
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 # The domain of a scripted function when it becomes a model-local FunctionProto; the
 # same default as onnxscript, so models exported by either name their functions alike.
@@ -39,7 +47,7 @@ DEFAULT_DOMAIN = "this"
 MODEL_OPTIONS = ("ir_version", "producer_name", "producer_version", "doc_string", "metadata_props")
 
 
-class ScriptFunction(Scripted):
+class ScriptFunction(Scripted, Generic[P, R]):
     """A Python function compiled (lazily) into an ONNX function.
 
     >>> from dsl import script, FLOAT, opset18 as op
@@ -52,7 +60,7 @@ class ScriptFunction(Scripted):
 
     def __init__(
         self,
-        python_function: Callable[..., Any],
+        python_function: Callable[P, R],
         *,
         opset: Opset | None = None,
         domain: str = DEFAULT_DOMAIN,
@@ -117,7 +125,7 @@ class ScriptFunction(Scripted):
         with working(f"compiling {self.name}"):  # (a bar only where that takes long and a person watches)
             return model_to_proto(self.function, **options)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         from eager import call_script
 
         try:
@@ -219,27 +227,39 @@ def _ir_weight(weight: Any) -> ir.Tensor | ir.SparseTensor:
     )
 
 
-class GraphFunction(ScriptedGraph):
+class GraphFunction(ScriptedGraph, Generic[P, R]):
     """A nested function decorated ``@graph()``: a subgraph to pass as an attribute.
 
     It is compiled where it is used (as ``body=...`` of Loop/Scan, ``then_branch=`` of If),
     so it may read values of the enclosing scripted function (outer-scope capture).
     """
 
-    def __init__(self, python_function: Callable[..., Any]) -> None:
-        self.python_function = python_function
+    def __init__(self, python_function: Callable[P, R]) -> None:
+        self.python_function: Callable[P, R] = python_function
         self.name = python_function.__name__
         functools.update_wrapper(self, python_function)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.python_function(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<GraphFunction {self.name}>"
 
 
+class ScriptDecorator(Protocol):
+    """What ``script(...)`` returns: a decorator that keeps the function's signature."""
+
+    def __call__(self, python_function: Callable[P, R], /) -> ScriptFunction[P, R]: ...
+
+
+class GraphDecoratorCall(Protocol):
+    """What ``graph()`` returns: a decorator that keeps the function's signature."""
+
+    def __call__(self, python_function: Callable[P, R], /) -> GraphFunction[P, R]: ...
+
+
 @overload
-def script(opset: Callable[..., Any]) -> ScriptFunction: ...
+def script(opset: Callable[P, R]) -> ScriptFunction[P, R]: ...
 @overload
 def script(
     opset: Opset | None = None,
@@ -248,8 +268,12 @@ def script(
     domain: str | None = None,
     name: str | None = None,
     inline: bool = False,
-    **model_options: Any,
-) -> Callable[[Callable[..., Any]], ScriptFunction]: ...
+    ir_version: int = ...,
+    producer_name: str = ...,
+    producer_version: str = ...,
+    doc_string: str = ...,
+    metadata_props: dict[str, str] = ...,
+) -> ScriptDecorator: ...
 
 
 def script(
@@ -299,7 +323,7 @@ def script(
         opset = None
     chosen = opset if opset is not None else default_opset
 
-    def decorate(python_function: Callable[..., Any]) -> ScriptFunction:
+    def decorate(python_function: Callable[..., Any]) -> ScriptFunction[..., Any]:
         return ScriptFunction(python_function, opset=chosen, domain=DEFAULT_DOMAIN if domain is None else domain,
                               name=name, inline=inline, domain_version=domain_version,
                               model_options=model_options)
@@ -363,7 +387,7 @@ class _GraphDecorator(GraphDecorator):
 
     __slots__ = ()
 
-    def __call__(self) -> Callable[[Callable[..., Any]], GraphFunction]:
+    def __call__(self) -> GraphDecoratorCall:
         return GraphFunction
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections.abc
 import types as python_types
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,8 @@ __all__ = [
     "read_annotation",
     "TensorType",
     "Map",
+    "Tensor",
+    "unwrap_annotated",
 ]
 
 
@@ -149,6 +151,15 @@ FLOAT6E2M3 = ELEMENT_TYPES["FLOAT6E2M3"]
 FLOAT6E3M2 = ELEMENT_TYPES["FLOAT6E3M2"]
 
 __all__ += list(ELEMENT_TYPES)
+
+if TYPE_CHECKING:
+    # To a type checker a tensor is any value: a parameter takes numpy arrays, torch
+    # tensors and Python numbers in eager calls, and graph values when compiled.
+    Tensor: typing.TypeAlias = Any
+else:
+    # ``Annotated[Tensor, FLOAT["B", 3]]``: the spelling both mypy and pyright accept (the
+    # metadata is the type @script reads); bare ``Tensor`` is a tensor of any type.
+    Tensor = TensorType
 
 
 def element_type_from_name(name: str) -> ElementType:
@@ -289,6 +300,27 @@ _UNION_ORIGINS: tuple[Any, ...] = (typing.Union, python_types.UnionType)
 _SEQUENCE_ORIGINS: tuple[Any, ...] = (collections.abc.Sequence, list)
 
 
+def unwrap_annotated(annotation: Any) -> Any:
+    """What ``typing.Annotated[T, *metadata]`` means to @script: the one dsl type among the
+    metadata (``Annotated[Tensor, FLOAT["B", 3]]``), else ``T`` (other metadata is kept
+    for other tools and ignored here); anything else is returned unchanged.
+
+    >>> unwrap_annotated(typing.Annotated[Tensor, FLOAT["N", 3]])
+    FLOAT['N', 3]
+    >>> unwrap_annotated(typing.Annotated[float, "must be 1"])
+    <class 'float'>
+    """
+    while typing.get_origin(annotation) is typing.Annotated:
+        markers = [m for m in annotation.__metadata__ if to_ir_type(m) is not None]
+        if len(markers) > 1:
+            raise AnnotationError(
+                f"{annotation!r} names {len(markers)} tensor types; which one is meant?",
+                hint='give one: Annotated[Tensor, FLOAT["B", 3]]',
+            )
+        annotation = markers[0] if markers else annotation.__origin__
+    return annotation
+
+
 def read_annotation(annotation: Any) -> tuple[bool, Any]:
     """``(understood, IR type)`` of a tensor annotation; the type is None for "any tensor".
 
@@ -301,6 +333,7 @@ def read_annotation(annotation: Any) -> tuple[bool, Any]:
     >>> read_annotation(typing.Optional[FLOAT[2]])
     (True, FLOAT[2])
     """
+    annotation = unwrap_annotated(annotation)
     found = to_ir_type(annotation)
     if found is not None:
         return True, found

@@ -99,6 +99,26 @@ def test_wheel_ships_packages_typing_marker_and_command(wheel: Path) -> None:
     assert not any(n.startswith("tests/") for n in names)
 
 
+def test_editable_install_is_a_path_file_that_type_checkers_follow(tmp_path: Path) -> None:
+    """``pip install -e .`` must put the checkout on sys.path with a plain path file: mypy
+    and pyright read those, but not setuptools' import-hook finder."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for top in {p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]}:
+        shutil.copytree(ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "wheel"
+    target.mkdir()
+    build = f"import setuptools.build_meta as b; print(b.build_editable({str(target)!r}))"
+    subprocess.run([sys.executable, "-c", build], cwd=source, check=True, capture_output=True)
+    (found,) = target.glob("onnxquill-*.whl")
+    with zipfile.ZipFile(found) as archive:
+        path_files = {n: archive.read(n).decode().split() for n in archive.namelist() if n.endswith(".pth")}
+        finders = [n for n in archive.namelist() if "finder" in n]
+    assert list(path_files.values()) == [[str(source)]] and not finders
+
+
 def _run_python(code: str) -> str:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
     return result.stdout.strip()

@@ -7,7 +7,8 @@ annotated ``int``/``float``/``str``/``bool`` or a list of those (``list[int]``,
 whose Python default becomes the attribute's default.  onnxscript's annotations work as
 there (:func:`dsl.types.read_annotation`): a TypeVar bound to a Union of tensor types or
 a Union is an input of any of them, ``typing.Optional[FLOAT]`` an input that may be
-omitted.  The return annotation gives output types;
+omitted; ``typing.Annotated[T, ...]`` is ``T`` unless its metadata holds a dsl type
+(``Annotated[Tensor, FLOAT["B", 3]]``).  The return annotation gives output types;
 ``tuple[...]`` gives several outputs.
 """
 
@@ -58,6 +59,7 @@ class Signature:
 
 def attr_kind_of_annotation(annotation: Any) -> ir.AttrKind | None:
     """``int`` -> INT, ``list[float]`` -> FLOATS, ...; None for anything else."""
+    annotation = dsl_types.unwrap_annotated(annotation)  # Annotated[float, "doc"] is a float
     try:
         found = _SCALAR_KINDS.get(annotation)
     except TypeError:  # unhashable annotation object
@@ -145,7 +147,7 @@ def _annotation(
     if node is None:
         return _MISSING
     if annotations is not None and name in annotations and not isinstance(annotations[name], str):
-        return annotations[name]
+        return _unwrapped(annotations[name], location)
     found = evaluate(node)
     if isinstance(found, str):  # a string annotation (or ``from __future__ import annotations``)
         try:
@@ -153,7 +155,15 @@ def _annotation(
         except SyntaxError:
             return found
         found = evaluate(ast.copy_location(parsed, node) if _relocate(parsed, node) else parsed)
-    return found
+    return _unwrapped(found, location)
+
+
+def _unwrapped(annotation: Any, location: Any) -> Any:
+    """``Annotated[T, ...]`` read as @script reads it, an error pointing at the annotation."""
+    try:
+        return dsl_types.unwrap_annotated(annotation)
+    except DslTypeError as error:
+        raise error.with_location(location) from None
 
 
 def _relocate(parsed: ast.expr, node: ast.expr) -> bool:

@@ -1,7 +1,8 @@
 """Finding a scripted function's source text and turning ``ast`` positions into SourceLocations.
 
-The text comes from ``linecache`` (which also serves Jupyter/IPython cells and code
-passed to ``exec`` after being registered there), starting at the code object's first
+The text comes from ``linecache`` (which also serves Jupyter/IPython cells, Python 3.13's
+prompt and code passed to ``exec`` after being registered there), or for the classic
+python prompt and ``python -c`` from :mod:`dsl.frontend.interactive_source`, starting at the code object's first
 line.  The function is not dedented: an indented definition is parsed behind an
 ``if 1:`` line, so ``ast`` columns are already the user's columns and only the line
 number needs shifting.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsl.errors import DslSyntaxError, SourceUnavailableError
+from dsl.frontend.interactive_source import interactive_lines
 from dsl.ir import SourceLocation
 
 __all__ = ["FunctionSource", "function_source"]
@@ -56,6 +58,8 @@ def function_source(python_function: Any) -> FunctionSource:
     file = code.co_filename
     lines = linecache.getlines(file, getattr(python_function, "__globals__", None))
     first = code.co_firstlineno - 1
+    if not lines or first >= len(lines):  # the python prompt or -c: see interactive_source
+        lines = interactive_lines(code) or []
     if not lines or first >= len(lines):
         raise SourceUnavailableError(f"the source of {code.co_name} ({file}) cannot be found")
     block = _block_by_indentation(lines, first, _first_body_line(code))
