@@ -66,7 +66,7 @@ class profile:  # (lower case: a context manager used as a function, ``with eage
 
     def __init__(self, print_table: bool = True) -> None:
         self.print_table = print_table
-        self.report: ProfileReport | None = None
+        self._report: ProfileReport | None = None
         self._by_op: dict[str, TimeTally] = {}
         self._by_line: dict[str, TimeTally] = {}
         self._stack: list[str] = []  # the line (or call) keys of the traced frames, innermost last
@@ -79,6 +79,14 @@ class profile:  # (lower case: a context manager used as a function, ``with eage
         self._thread = 0
         self._previous_hook: Any = None
         self._previous_trace: Any = None
+
+    @property
+    def report(self) -> ProfileReport:
+        """The rows of the finished block (typed as always there, so a checker needs no None test)."""
+        if self._report is None:
+            raise EagerError("eager.profile()'s report is read before its `with` block ended",
+                             hint="read `p.report` after the block: `with eager.profile() as p: ...`, then `p.report`")
+        return self._report
 
     # ------------------------------------------------------------- the block
 
@@ -101,9 +109,9 @@ class profile:  # (lower case: a context manager used as a function, ``with eage
         while self._stack:  # (the block left from inside a call: close what is open)
             self._pop(_clock())
         notes = [] if self._by_line else ["no scripted function or op ran in the block"]
-        self.report = make_report(self._by_op, self._by_line, self._wall_s, self._runs, notes)
+        self._report = make_report(self._by_op, self._by_line, self._wall_s, self._runs, notes)
         if self.print_table and kind is None:
-            print(self.report.table())
+            print(self._report.table())
 
     # ------------------------------------------------------------- time keeping
 
