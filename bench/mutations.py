@@ -315,6 +315,12 @@ MUTATIONS = [
     Mutation("PR11", "profile: an op's time includes the ops it runs", "eager/profiling.py",
              "            tally.total_s += elapsed - inner", "            tally.total_s += elapsed",
              ("tests/test_eager_profile.py",)),
+    Mutation("NB1", "profile_model writes a scripted function without source links", "eager/model_profile.py",
+             "        proto: onnx.ModelProto = model.to_model_proto(source_links=True)",
+             "        proto: onnx.ModelProto = model.to_model_proto(source_links=False)", ("tests/test_eager_profile.py",)),
+    Mutation("NB2", "profile_model prints no table", "eager/model_profile.py",
+             "    if print_table:\n        print(report.table())\n    return report",
+             "    return report", ("tests/test_eager_profile.py",)),
 ]
 
 

@@ -199,6 +199,13 @@ def test_profile_model_of_a_scripted_function_names_its_ops() -> None:
     assert report.by_line[0].line == _line_of(block, "op.MatMul(x, x)")
 
 
+def test_profile_model_prints_both_tables_unless_asked_not_to(capsys: pytest.CaptureFixture[str]) -> None:
+    report = eager.profile_model(scaled_tanh, [np.ones(N, np.float32)], runs=2)
+    printed = capsys.readouterr().out
+    assert printed.strip() == report.table().strip()
+    assert "op type" in printed and "source line" in printed and "return op.Tanh(doubled)" in printed
+
+
 def test_profile_model_checks_its_arguments() -> None:
     with pytest.raises(DslTypeError, match="runs=0"):
         eager.profile_model(_linked_model(), [], runs=0, print_table=False)
