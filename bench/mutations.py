@@ -341,6 +341,12 @@ MUTATIONS = [
              "            annotation = \"_DataType\"", "            annotation = \"int\"", ("tests/test_op_signatures.py",)),
     Mutation("TY9", "the editable install an import hook again", "pyproject.toml",
              'package-dir = { "" = "." }\n', "", ("tests/test_packaging.py",)),
+    Mutation("NB1", "profile_model writes a scripted function without source links", "eager/model_profile.py",
+             "        proto: onnx.ModelProto = model.to_model_proto(source_links=True)",
+             "        proto: onnx.ModelProto = model.to_model_proto(source_links=False)", ("tests/test_eager_profile.py",)),
+    Mutation("NB2", "profile_model prints no table", "eager/model_profile.py",
+             "    if print_table:\n        print(report.table())\n    return report",
+             "    return report", ("tests/test_eager_profile.py",)),
 ]
 
 

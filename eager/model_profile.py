@@ -107,21 +107,12 @@ def _model_proto(model: Any) -> onnx.ModelProto:
     if isinstance(model, (ir.Function, ir.Model)):
         from converter.to_onnx import model_to_proto
 
-        return model_to_proto(model, **_source_links_option())
+        return model_to_proto(model, source_links=True)
     if hasattr(model, "to_model_proto") and hasattr(model, "python_function"):  # a ScriptFunction
-        proto: onnx.ModelProto = model.to_model_proto(**_source_links_option())
+        proto: onnx.ModelProto = model.to_model_proto(source_links=True)
         return proto
     raise DslTypeError(f"eager.profile_model cannot run a {type(model).__name__}", caller_location(),
                        hint="pass a ModelProto, an .onnx path, a @script function or an ir.Function/ir.Model")
-
-
-def _source_links_option() -> dict[str, Any]:
-    """``source_links=True`` where the ONNX writer has that option (nodes then carry their lines)."""
-    import inspect
-
-    from converter.to_onnx import model_to_proto
-
-    return {"source_links": True} if "source_links" in inspect.signature(model_to_proto).parameters else {}
 
 
 def _named_nodes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.NodeProto]]:

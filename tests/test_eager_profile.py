@@ -195,12 +195,15 @@ def test_profile_model_of_a_scripted_function_names_its_ops() -> None:
     x = np.random.default_rng(2).random((N, N), dtype=np.float32)
     report = eager.profile_model(block, {"x": x, "v": np.ones(N, np.float32)}, runs=3, print_table=False)
     assert report.by_op[0].key == "MatMul" and report.by_op[0].calls == 3
-    from converter.to_onnx import model_to_proto
-
-    if "source_links" not in inspect.signature(model_to_proto).parameters:
-        assert any("source_links=True" in note for note in report.notes)
-        pytest.skip("this to_model_proto writes no source links: the lines are checked on a hand-linked model above")
+    assert report.notes == []
     assert report.by_line[0].line == _line_of(block, "op.MatMul(x, x)")
+
+
+def test_profile_model_prints_both_tables_unless_asked_not_to(capsys: pytest.CaptureFixture[str]) -> None:
+    report = eager.profile_model(scaled_tanh, [np.ones(N, np.float32)], runs=2)
+    printed = capsys.readouterr().out
+    assert printed.strip() == report.table().strip()
+    assert "op type" in printed and "source line" in printed and "return op.Tanh(doubled)" in printed
 
 
 def test_profile_model_checks_its_arguments() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,9 +20,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL_NAME = "onnxquill-test-python"
-# What an executed notebook must show beyond running: its plots as images, and the graph
-# viewer inline (converter.show's view as a cell's value: an IFrame of the page on 127.0.0.1).
-SHOWS = {"train_in_torch.ipynb": {"plot"}, "see_and_profile.ipynb": {"plot", "viewer"}}
+# What an executed notebook must show beyond running: its plots as images, the graph viewer
+# inline (converter.show's view as a cell's value: an IFrame of the page on 127.0.0.1), and
+# profiles: the tables eager.profile / eager.profile_model print, and a plot of their rows.
+SHOWS = {
+    "train_in_torch.ipynb": {"plot"},
+    "see_and_profile.ipynb": {"plot", "viewer", "profile table", "model profile table", "profile plot"},
+}
+# The header of a profile's per-line table (eager.profile_report), and the row only a profile
+# of a whole model in onnxruntime has.
+LINE_TABLE_HEADER = re.compile(r"^source line +calls +total +mean +share +source$", re.MULTILINE)
+OUTSIDE_KERNELS_ROW = re.compile(r"^\(onnxruntime outside kernels\) +\d+ ", re.MULTILINE)
 
 
 @pytest.fixture()
@@ -66,13 +75,23 @@ def test_notebook_runs(path: Path, kernel_name: str) -> None:
 
 
 def _shown(notebook: nbformat.NotebookNode) -> set[str]:
-    """What the outputs of an executed notebook hold: "plot" (a PNG image), "viewer" (the view's IFrame)."""
+    """What the outputs of an executed notebook hold: "plot" (a PNG image), "viewer" (the
+    view's IFrame), "profile table" (a printed per-line profile table), "model profile table"
+    (one of a whole model in onnxruntime), "profile plot" (a PNG drawn by a cell that reads
+    a profile's ``by_line`` rows)."""
     found = set()
     for cell in notebook.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {})
             if output.get("output_type") == "display_data" and data.get("image/png"):
                 found.add("plot")
+                if ".by_line" in cell.source:
+                    found.add("profile plot")
             if '<iframe src="http://127.0.0.1:' in data.get("text/html", ""):
                 found.add("viewer")
+            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            if LINE_TABLE_HEADER.search(text):
+                found.add("profile table")
+                if OUTSIDE_KERNELS_ROW.search(text):
+                    found.add("model profile table")
     return found
