@@ -158,10 +158,8 @@ def _tallies(events: list[dict[str, Any]], nodes: dict[str, onnx.NodeProto],
     by_op: dict[str, TimeTally] = {}
     by_line: dict[str, TimeTally] = {}
     kernels_s = 0.0
-    for event in events:
-        name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX) or event["ts"] < start:
-            continue
+    for event in _outermost_kernels(events, start):
+        name = event["name"]
         seconds = event["dur"] * 1e-6
         kernels_s += seconds
         node = nodes.get(name[: -len(_KERNEL_SUFFIX)])
@@ -179,6 +177,21 @@ def _tallies(events: list[dict[str, Any]], nodes: dict[str, onnx.NodeProto],
     if set(by_line) <= {NO_LINK, OUTSIDE_KERNELS}:
         notes.append("no node carries a source link: write the model with to_model_proto(source_links=True)")
     return by_op, by_line, notes
+
+
+def _outermost_kernels(events: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
+    """The kernel events of main-graph nodes: a node of an If/Loop/Scan body runs inside its
+    parent's kernel time, so its event lies within the parent's and would count twice."""
+    kernels = sorted((e for e in events if e.get("cat") == "Node" and e.get("ts", -1) >= start
+                      and e.get("name", "").endswith(_KERNEL_SUFFIX)), key=lambda e: (e["ts"], -e["dur"]))
+    outermost: list[dict[str, Any]] = []
+    open_until = -1.0
+    for event in kernels:
+        if event["ts"] < open_until and event["ts"] + event["dur"] <= open_until:
+            continue  # inside the kernel of the control-flow node still running
+        outermost.append(event)
+        open_until = max(open_until, event["ts"] + event["dur"])
+    return outermost
 
 
 def _add(tallies: dict[str, TimeTally], key: str, seconds: float, file: str = "", line: int = 0,

@@ -20,7 +20,7 @@ import onnx.helper as oh
 import pytest
 
 import eager
-from dsl import FLOAT, graph, hooks, script
+from dsl import FLOAT, INT64, graph, hooks, script
 from dsl import opset18 as op
 from dsl.errors import DslTypeError, EagerError
 from dsl.source_links import LOCATION_KEY, SOURCE_KEY
@@ -197,6 +197,23 @@ def test_profile_model_of_a_scripted_function_names_its_ops() -> None:
     assert report.by_op[0].key == "MatMul" and report.by_op[0].calls == 3
     assert report.notes == []
     assert report.by_line[0].line == _line_of(block, "op.MatMul(x, x)")
+
+
+@script()
+def looped_matmul(x: FLOAT["N", "N"], steps: INT64) -> FLOAT["N", "N"]:
+    y = op.Relu(x)
+    for _ in range(steps):
+        y = op.MatMul(y, x)  # the Loop's body: its time is the Loop node's
+    return y
+
+
+def test_profile_model_counts_a_loop_body_inside_the_loop_not_twice() -> None:
+    x = np.random.default_rng(3).random((N // 2, N // 2), dtype=np.float32) / N
+    report = eager.profile_model(looped_matmul, [x, np.array(6, np.int64)], runs=4, print_table=False)
+    total = sum(row.total_s for row in report.by_line)
+    assert abs(total - report.wall_s) <= 0.1 * report.wall_s, (total, report.wall_s)
+    assert {row.key: row.calls for row in report.by_op} == {"Relu": 4, "Loop": 4}
+    assert report.by_line[0].line == _line_of(looped_matmul, "for _ in range(steps)")
 
 
 def test_profile_model_prints_both_tables_unless_asked_not_to(capsys: pytest.CaptureFixture[str]) -> None:
