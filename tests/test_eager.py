@@ -420,11 +420,20 @@ def test_runtime_shape_mismatch_names_operands_and_axis() -> None:
     assert "onnx.reference" not in str(caught.value)  # (its failure says nothing more)
 
 
+def test_runtime_reshape_failure_names_the_element_counts() -> None:
+    data = np.ones(6, F32)
+    with pytest.raises(EagerError) as caught:
+        op.Reshape(data, np.array([4, -1], np.int64))
+    assert caught.value.message == (
+        "Reshape: data: [6] has 6 elements, which cannot be reshaped to [4, -1] (a multiple of 4)")
+    assert "onnxruntime" not in str(caught.value)
+
+
 def test_runtime_failure_other_than_shapes_keeps_onnxruntime_text() -> None:
     with pytest.raises(EagerError) as caught:
-        op.Reshape(np.ones(6, F32), np.array([4, -1], np.int64))
+        op.Gather(np.ones(3, F32), np.array([5], np.int64))
     assert "onnxruntime:" in str(caught.value)
-    assert "Reshape(data: FLOAT[6], shape: INT64[2])" in str(caught.value)
+    assert "Gather(data: FLOAT[3], indices: INT64[1])" in str(caught.value)
 
 
 # -------------------------------------------------------------------------- errors

@@ -59,6 +59,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "converter.external_data": (1, "knowledge"),
     "dsl.safe_paths": (1, "knowledge"),
     "dsl.tensor_protos": (1, "knowledge"),
+    "dsl.shape_rules": (1, "knowledge"),
     "dsl.frontend": (2, "front end"),
     "dsl.markup": (2, "front end"),
     "converter.from_onnx": (2, "front end"),

@@ -18,6 +18,7 @@ from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, Un
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
+from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.weights import initializer_operand
 from dsl.opsets import Op, python_to_attr
 
@@ -97,7 +98,7 @@ class CallCompiler(_CompilerBase):
         inputs = self.op_inputs(op, operands, arguments)
         if output_count is not None:
             op.check_outputs(output_count, location)
-        outputs = self.builder.call_op(op, inputs, attributes, location, output_count)
+        outputs = self.builder.call_op(op, inputs, attributes, location, output_count, SourceNames(arguments))
         if output_count is None and len(outputs) == 1:
             return outputs[0]
         return ValueTuple(tuple(outputs))

@@ -18,6 +18,7 @@ from dsl import indexing, ir
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.constants import is_tensor_literal
+from dsl.frontend.static_shapes import SourceNames
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
 from dsl.opsets import Opset, to_tensor
 
@@ -220,7 +221,8 @@ class ExpressionCompiler(_CompilerBase):
         known = self.ctx.elem_types
         elem = known.get(left_value) or known.get(right_value) or self.ctx.elem(left_value) or self.ctx.elem(right_value)
         spelling = binary_spelling(name, elem)
-        return self.apply_spelling(spelling, [left_value, right_value], node)
+        names = SourceNames((node.left, node.right)) if isinstance(node, ast.BinOp) else None
+        return self.apply_spelling(spelling, [left_value, right_value], node, names)
 
     def operand_pair(self, left: Any, right: Any, node: ast.AST) -> tuple[ir.Value, ir.Value]:
         if isinstance(left, ir.Value):
@@ -232,12 +234,13 @@ class ExpressionCompiler(_CompilerBase):
         left_value = self.as_value(left, node)
         return left_value, self.as_value(right, node, beside=left_value)
 
-    def apply_spelling(self, spelling: Any, inputs: list[ir.Value | None], node: ast.AST) -> ir.Value:
+    def apply_spelling(self, spelling: Any, inputs: list[ir.Value | None], node: ast.AST,
+                       names: SourceNames | None = None) -> ir.Value:
         location = self.loc(node)
         if spelling.attributes:
-            result = self.builder.operator(spelling.op_type, inputs, location, **dict(spelling.attributes))
+            result = self.builder.operator(spelling.op_type, inputs, location, names, **dict(spelling.attributes))
         else:
-            result = self.builder.operator(spelling.op_type, inputs, location)
+            result = self.builder.operator(spelling.op_type, inputs, location, names)
         if spelling.negate:
             result = self.builder.operator("Not", [result], location)
         return result
