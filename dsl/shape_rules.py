@@ -64,11 +64,13 @@ def infer(
     attributes: Mapping[str, Any],
     constants: Sequence[np.ndarray | None],
     location: Any = None,
+    version: int = 1000,
 ) -> list[Shape]:
     """The output shapes of an ``op_type`` node (default domain) from its input ``shapes``
     (``None`` where an input is omitted or its rank unknown), its ``attributes`` (Python
     values or ``ir.Attr``) and the values of its constant inputs; a ``DslTypeError`` at
     ``location`` naming the operands (``names``, as written) when the sizes prove a mistake.
+    ``version`` is the opset's: before 7, element-wise ops broadcast only as asked by attributes.
     Only the first output's shape is given for ops with several (a list of one).
 
     >>> infer("Add", [(4, 3), ("B", 1, 3)], ["a", "b"], {}, [None, None])
@@ -80,6 +82,8 @@ def infer(
     if op_type in _SAME_SHAPE:
         return [shapes[0] if shapes else None]
     if op_type in BROADCASTING_OPS:
+        if version < 7:
+            return [None]
         return [_broadcast_all(_Call(op_type, shapes, names, attributes, constants, location))]
     if op_type in _REDUCE:
         return [_reduce(_Call(op_type, shapes, names, attributes, constants, location))]
@@ -117,6 +121,10 @@ class _Call:
             found = default if found.ref_attr_name else found.value
         if isinstance(found, ir.Tensor):
             found = found.array
+        elif hasattr(found, "data_type") and hasattr(found, "dims"):  # an onnx.TensorProto
+            from onnx import numpy_helper
+
+            found = numpy_helper.to_array(found)
         return found
 
     def constant(self, index: int) -> np.ndarray | None:

@@ -535,7 +535,7 @@ def _raise_if_shapes_disagree(op: Op, arrays: list[Any], signature: Signature, k
     the axis that disagrees (onnx.reference would fail too, with unrelated text)."""
     shapes = [None if sig is None or sig is _LITERAL or sig[0] in ("seq", "opt") else np.shape(array)
               for array, sig in zip(arrays, signature)]
-    found = disagreement(op.name, shapes, caller_operands(len(arrays)), kwargs, arrays)
+    found = disagreement(op.name, shapes, caller_operands(len(arrays)), kwargs, arrays, op.version)
     if found is not None:
         message, hint = found
         raise EagerError(message, caller_location(), hint=hint) from None

@@ -31,10 +31,12 @@ def disagreement(
     names: Sequence[str],
     attributes: Mapping[str, Any] | None = None,
     arrays: Sequence[Any] | None = None,
+    version: int = 1000,
 ) -> tuple[str, str] | None:
     """``(message, hint)`` naming the operands (``names``, as written by the user) and the
     axis where their ``shapes`` disagree for ``op_type`` with ``attributes``, or None when
-    they agree.  ``arrays`` are the input values (a Reshape's target shape).
+    they agree.  ``arrays`` are the input values (a Reshape's target shape), ``version``
+    the opset's.
 
     >>> disagreement("Add", [(4, 3), (4,)], ["a", "b"])[0]
     'Add: a: [4, 3] vs b: [4]: axis -1 is 3 in a and 4 in b'
@@ -42,7 +44,7 @@ def disagreement(
     constants = [_small_ints(array) for array in arrays] if arrays is not None else []
     try:
         shape_rules.infer(op_type, [None if s is None else tuple(s) for s in shapes], names,
-                          attributes or {}, constants)
+                          attributes or {}, constants, None, version)
     except DslError as err:
         return err.message, err.hint or ""
     return None

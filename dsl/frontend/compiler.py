@@ -35,6 +35,7 @@ from dsl.frontend.scripted import CompiledFunction, Finish, Loaded, Scripted
 from dsl.frontend.signature import Parameter, read_signature
 from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
+from dsl.frontend.static_shapes import check_declared
 from dsl.frontend.subgraphs import SubgraphCompiler
 from dsl.frontend.weights import Initializer, attach_input_default, initializer_operand
 from dsl.opsets import Opset, get_opset
@@ -329,6 +330,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                     location,
                     hint="cast the result with op.Cast(..., to=...) or fix the annotation",
                 )
+            check_declared(f"output {index}" + (f" ({name})" if name != "return_val" else ""), self.ctx.shapes.shape(value), known, declared, location,
+                           "fix the computation or the return annotation (a symbolic size may be any size)")
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
             if declared is not None:

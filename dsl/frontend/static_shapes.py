@@ -20,7 +20,7 @@ from dsl import ir, shape_rules, types
 from dsl.errors import DslTypeError
 from dsl.shape_rules import Shape, shape_text
 
-__all__ = ["ShapeTable", "SourceNames", "check_declared"]
+__all__ = ["ShapeTable", "SourceNames", "callee_output_shapes", "check_declared"]
 
 
 class SourceNames(Sequence[str]):
@@ -84,13 +84,14 @@ class ShapeTable:
         outputs: list[ir.Value],
         location: Any,
         names: Sequence[str] | None,
+        version: int,
     ) -> None:
         """Infer the outputs' shapes of a default-domain node, or raise where sizes prove a mistake."""
         shapes = [self.shape(v) for v in inputs]
         constants = self.constants
         values = [constants.get(v) if v is not None else None for v in inputs]
         found = shape_rules.infer(op_type, shapes, names if names is not None else _ValueNames(inputs),
-                                  attributes, values, location)
+                                  attributes, values, location, version)
         first = found[0] if found else None
         if first is not None:
             self.shapes[outputs[0]] = first
@@ -118,10 +119,12 @@ _MISSING = object()
 
 
 def check_declared(
-    what: str, shape: Shape, elem: int | None, declared: Any, location: Any, hint: str
+    what: str, shape: Shape, elem: int | None, declared: Any, location: Any, hint: str, check_rank: bool = True
 ) -> None:
     """A ``DslTypeError`` at ``location`` when an annotation (``declared``) disagrees with the
-    inferred element type ``elem`` or ``shape``: a rank, or a static size against another.
+    inferred element type ``elem`` or ``shape``: a rank (unless not ``check_rank``: a called
+    function, like onnxscript's, takes a scalar for a one-element input), or a static size
+    against another.
 
     >>> check_declared("output 0", (3, 2), 1, ir.TensorType(1, (2, 3)), None, "fix it")
     Traceback (most recent call last):
@@ -141,6 +144,8 @@ def check_declared(
     written = _type_text(elem if elem is not None else declared.elem_type, shape)
     wanted = _type_text(declared.elem_type, declared.shape)
     if len(shape) != len(declared.shape):
+        if not check_rank:
+            return
         raise DslTypeError(
             f"{what} is {written} but the annotation says {wanted}: rank {len(shape)}, not "
             f"{len(declared.shape)}", location, hint=hint)
@@ -153,3 +158,29 @@ def check_declared(
 
 def _type_text(elem: int, shape: Sequence[Any]) -> str:
     return f"{types.element_type_name(elem)}{shape_text(shape)}" if shape else types.element_type_name(elem)
+
+
+def callee_output_shapes(formal_types: Sequence[Any], actual_shapes: Sequence[Shape],
+                         output_types: Sequence[Any]) -> list[Shape]:
+    """The shapes of a scripted callee's outputs at one call: its declared output shapes with
+    each symbolic size it shares with an input replaced by the caller's size there
+    (``FLOAT["N"] -> FLOAT["N"]`` called on ``FLOAT[5]`` gives ``[5]``); other symbolic
+    sizes are the callee's own names and unknown here.
+
+    >>> callee_output_shapes([ir.TensorType(1, ("N",))], [(5,)], [ir.TensorType(1, ("N", 2))])
+    [(5, 2)]
+    """
+    bound: dict[str, Any] = {}
+    for formal, actual in zip(formal_types, actual_shapes):
+        if isinstance(formal, ir.TensorType) and formal.shape is not None and actual is not None \
+                and len(formal.shape) == len(actual):
+            for name, size in zip(formal.shape, actual):
+                if isinstance(name, str):
+                    bound.setdefault(name, size)
+    shapes: list[Shape] = []
+    for declared in output_types:
+        if not isinstance(declared, ir.TensorType) or declared.shape is None:
+            shapes.append(None)
+            continue
+        shapes.append(tuple(bound.get(d) if isinstance(d, str) else d for d in declared.shape))
+    return shapes
