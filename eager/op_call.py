@@ -453,6 +453,7 @@ def _prepare(
     try:
         return build_kernel(spec)
     except KernelBuildError as err:
+        _raise_if_shapes_disagree(op, arrays, signature, kwargs)
         raise EagerError(
             f"{_describe_inputs(op, args, arrays, signature)} failed in both backends:\n"
             f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
@@ -546,11 +547,11 @@ def _run_fallback(
 ) -> Any:
     if isinstance(runtime_error, DslError):
         raise runtime_error
+    _raise_if_shapes_disagree(op, arrays, signature, kwargs)
     first = f"{kernel.backend}: {runtime_error}"
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
         first = f"onnxruntime: {kernel.fallback_reason}\n{first}"
     if kernel.backend == "onnxruntime":
-        _raise_if_shapes_disagree(op, arrays, signature, kwargs)
         try:
             outputs = kernel.fallback().run(arrays)
         except Exception as reference_error:
