@@ -26,7 +26,7 @@ import numpy as np
 from dsl import ir
 from dsl.errors import DslTypeError
 
-__all__ = ["BROADCASTING_OPS", "Dim", "Shape", "broadcast", "check_attributes", "infer", "shape_text"]
+__all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "broadcast", "check_attributes", "infer", "shape_text"]
 
 Dim = int | str | None
 Shape = tuple[Dim, ...] | None
@@ -46,6 +46,10 @@ _SAME_SHAPE = frozenset({
     "Reciprocal", "Relu", "RMSNormalization", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh",
     "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Trilu",
 })
+# Ops whose rule reads the value of a constant input (a target shape, axes, slice bounds).
+READS_CONSTANTS = frozenset({"Reshape", "Slice", "Unsqueeze", "Squeeze", "Expand", "ConstantOfShape", "ReduceL1",
+                             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+                             "ReduceProd", "ReduceSum", "ReduceSumSquare"})
 _REDUCE = frozenset({
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
     "ReduceProd", "ReduceSum", "ReduceSumSquare", "ArgMax", "ArgMin",
@@ -76,17 +80,23 @@ def infer(
     >>> infer("Add", [(4, 3), ("B", 1, 3)], ["a", "b"], {}, [None, None])
     [('B', 4, 3)]
     """
-    rule = _RULES.get(op_type)
-    if rule is not None:
-        return rule(_Call(op_type, shapes, names, attributes, constants, location))
     if op_type in _SAME_SHAPE:
         return [shapes[0] if shapes else None]
     if op_type in BROADCASTING_OPS:
         if version < 7:
             return [None]
+        if len(shapes) == 2:  # the usual case, without building a _Call: same shapes, or a scalar
+            first, second = shapes
+            if first == second or second == ():
+                return [first]
+            if first == ():
+                return [second]
         return [_broadcast_all(_Call(op_type, shapes, names, attributes, constants, location))]
     if op_type in _REDUCE:
         return [_reduce(_Call(op_type, shapes, names, attributes, constants, location))]
+    rule = _RULES.get(op_type)
+    if rule is not None:
+        return rule(_Call(op_type, shapes, names, attributes, constants, location))
     return [None]
 
 
@@ -222,6 +232,8 @@ def _broadcast_pair(call: _Call, a: int, b: int, what: str = "") -> tuple[Dim, .
 
 
 def _broadcast_all(call: _Call) -> Shape:
+    if len(call.shapes) == 2:
+        return _broadcast_pair(call, 0, 1)
     present = [index for index, shape in enumerate(call.shapes) if shape is not None]
     if len(present) != len(call.shapes):
         for index in present[1:]:  # still check the pairs that are known
@@ -409,11 +421,11 @@ def _transpose(call: _Call) -> list[Shape]:
     perm = call.attribute("perm")
     if perm is None:
         return [tuple(reversed(data))]
-    perm = [int(p) for p in perm]
-    if sorted(perm) != list(range(len(data))):
+    perm = list(map(int, perm))
+    if len(perm) != len(data) or set(perm) != set(range(len(data))):
         raise call.fail(f"perm={perm} is not a permutation of the {len(data)} axes of {call.operand(0)}",
                         f"give each axis 0..{len(data) - 1} once")
-    return [tuple(data[p] for p in perm)]
+    return [tuple([data[p] for p in perm])]
 
 
 def _gather(call: _Call) -> list[Shape]:

@@ -87,9 +87,13 @@ class ShapeTable:
         version: int,
     ) -> None:
         """Infer the outputs' shapes of a default-domain node, or raise where sizes prove a mistake."""
-        shapes = [self.shape(v) for v in inputs]
-        constants = self.constants
-        values = [constants.get(v) if v is not None else None for v in inputs]
+        known = self.shapes
+        shapes = [known[v] if v in known else self.shape(v) for v in inputs]
+        if op_type in shape_rules.READS_CONSTANTS:
+            constants = self.constants
+            values = [constants.get(v) if v is not None else None for v in inputs]
+        else:
+            values = _NO_CONSTANTS
         found = shape_rules.infer(op_type, shapes, names if names is not None else _ValueNames(inputs),
                                   attributes, values, location, version)
         first = found[0] if found else None
@@ -116,6 +120,7 @@ class ShapeTable:
 
 
 _MISSING = object()
+_NO_CONSTANTS: list[np.ndarray | None] = []
 
 
 def check_declared(
@@ -141,6 +146,10 @@ def check_declared(
             hint="cast the value with op.Cast(..., to=...) or fix the annotation")
     if shape is None or declared.shape is None:
         return
+    if len(shape) == len(declared.shape) and not any(
+        isinstance(have, int) and isinstance(want, int) and have != want for have, want in zip(shape, declared.shape)
+    ):
+        return  # (the usual case: no message to write)
     written = _type_text(elem if elem is not None else declared.elem_type, shape)
     wanted = _type_text(declared.elem_type, declared.shape)
     if len(shape) != len(declared.shape):
