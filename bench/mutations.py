@@ -46,6 +46,7 @@ TORCH_FAST = ("tests/test_torch_module_fast_paths.py",)
 CUT = ("tests/test_passes_cut.py",)
 WIRE = ("tests/test_node_wire.py", "tests/test_to_onnx.py")
 MERGE = ("tests/test_passes_merge.py", "tests/test_passes_prefix.py")
+SHAPES = ("tests/test_shape_rules.py", "tests/test_frontend_tensor_properties.py")
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,33 @@ MUTATIONS = [
     Mutation("V1", "a tensor's empty name written as a set field", "converter/value_encoding.py",
              "        if tensor_name:\n            proto.name = tensor_name", "        proto.name = tensor_name",
              ("tests/test_value_encoding.py",)),
+    Mutation("SH1", "MatMul's inner sizes not compared", "dsl/shape_rules.py",
+             "    if _differ(a[-1], b[b_axis]):", "    if False:", SHAPES),
+    Mutation("SH2", "a shape mistake raised without the location of its node", "dsl/frontend/builder.py",
+             "ctx.shapes.record_node(op.name, inputs, attributes, outputs, location, names, opset.version)",
+             "ctx.shapes.record_node(op.name, inputs, attributes, outputs, None, names, opset.version)", SHAPES),
+    Mutation("SH3", "Reshape's element count not checked without -1", "dsl/shape_rules.py",
+             "        wrong = (known != total) if -1 not in dims else", "        wrong = False if -1 not in dims else",
+             SHAPES),
+    Mutation("SH4", "Concat's non-joined axes not compared", "dsl/shape_rules.py",
+             "            if position != axis and _differ(left, right):",
+             "            if position == axis and _differ(left, right):", SHAPES),
+    Mutation("SH5", "Conv's input channels not multiplied by group", "dsl/shape_rules.py",
+             "(w[1] * group if _static(w[1]) else None)", "(w[1] if _static(w[1]) else None)", SHAPES),
+    Mutation("SH6", "declared shapes never compared with inferred ones", "dsl/frontend/static_shapes.py",
+             "    ):\n        return  # (the usual case: no message to write)",
+             "    ) or True:\n        return  # (the usual case: no message to write)", SHAPES),
+    Mutation("SH7", "a symbolic size lowered from axis 0 whatever its axis", "dsl/frontend/tensor_properties.py",
+             "np.full(index_shape, size.axis, dtype=np.int64)", "np.full(index_shape, 0, dtype=np.int64)", SHAPES),
+    Mutation("SH8", "static sizes of x.shape given as symbolic sizes", "dsl/frontend/tensor_properties.py",
+             "int(size) if isinstance(size, (int, np.integer)) else", "int(size) if False else", SHAPES),
+    Mutation("SH9", "eager shape diagnosis without the op's attributes", "eager/shape_mismatch.py",
+             "                          attributes or {}, constants", "                          {}, constants",
+             SHAPES),
+    Mutation("SH10", "a 0-d ConstantOfShape value accepted", "dsl/shape_rules.py",
+             "    if array.ndim != 1 or array.size != 1:", "    if array.size != 1:", SHAPES),
+    Mutation("SH11", "element-wise shapes taken from the first operand unchecked", "dsl/shape_rules.py",
+             "            if first == second or second == ():", "            if True:", SHAPES),
 ]
 
 
