@@ -26,7 +26,8 @@ import numpy as np
 from dsl import ir
 from dsl.errors import DslTypeError
 
-__all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "broadcast", "check_attributes", "infer", "shape_text"]
+__all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "broadcast", "check_attributes", "has_rule", "infer",
+           "shape_text"]
 
 Dim = int | str | None
 Shape = tuple[Dim, ...] | None
@@ -611,9 +612,15 @@ def _split(call: _Call) -> list[Shape]:
     return [None]
 
 
+def has_rule(op_type: str) -> bool:
+    """Whether :func:`infer` knows ``op_type``'s output shape (its None then means unknown)."""
+    return op_type in _RULED
+
+
 _RULES: dict[str, Callable[[_Call], list[Shape]]] = {
     "MatMul": _matmul, "Gemm": _gemm, "Conv": _conv, "ConvTranspose": _conv, "Reshape": _reshape,
     "Concat": _concat, "Transpose": _transpose, "Gather": _gather, "Slice": _slice, "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze, "Flatten": _flatten, "Expand": _expand, "Shape": _shape,
     "ConstantOfShape": _constant_of_shape, "Constant": _constant, "Size": _size, "Split": _split,
 }
+_RULED = _SAME_SHAPE | BROADCASTING_OPS | _REDUCE | (_RULES.keys() - {"Split"})

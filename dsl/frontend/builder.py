@@ -234,7 +234,8 @@ class GraphBuilder:
             output_elems = output_elems + [output_elems[-1]] * (count - len(output_elems))
         outputs = self.add_node(op.name, opset.domain, inputs, attributes, count, location, output_elems)
         if opset.domain in ("", "ai.onnx"):
-            ctx.shapes.record_node(op.name, inputs, attributes, outputs, location, names, opset.version)
+            ctx.shapes.record_node(op.name, inputs, attributes, outputs, location, names, opset.version,
+                                   op.schema, elems)
         return outputs
 
     def operator(self, name: str, inputs: list[ir.Value | None], location: Any,

@@ -18,6 +18,7 @@ import numpy as np
 
 from dsl import ir, shape_rules, types
 from dsl.errors import DslTypeError
+from dsl.frontend.onnx_inference import infer_with_onnx
 from dsl.shape_rules import Shape, shape_text
 
 __all__ = ["ShapeTable", "SourceNames", "callee_output_shapes", "check_declared"]
@@ -85,6 +86,8 @@ class ShapeTable:
         location: Any,
         names: Sequence[str] | None,
         version: int,
+        schema: Any = None,
+        elems: Sequence[int | None] = (),
     ) -> None:
         """Infer the outputs' shapes of a default-domain node, or raise where sizes prove a mistake."""
         known = self.shapes
@@ -99,6 +102,13 @@ class ShapeTable:
         first = found[0] if found else None
         if first is not None:
             self.shapes[outputs[0]] = first
+        elif schema is not None and not shape_rules.has_rule(op_type) and _all_known(shapes, elems, inputs):
+            typed = [None if v is None else (elems[i], shapes[i]) for i, v in enumerate(inputs)]
+            inferred = infer_with_onnx(schema, typed, attributes, len(outputs), location)  # type: ignore[arg-type]
+            if inferred is not None:
+                for output, shape in zip(outputs, inferred):
+                    if shape is not None and output.name:
+                        self.shapes[output] = shape
         if op_type == "Constant" and outputs:
             attribute = attributes.get("value")
             if attribute is not None and isinstance(attribute.value, ir.Tensor):
@@ -120,6 +130,13 @@ class ShapeTable:
 
 
 _MISSING = object()
+
+
+def _all_known(shapes: Sequence[Shape], elems: Sequence[int | None], inputs: Sequence[ir.Value | None]) -> bool:
+    """Whether every given input has a known rank and element type (ONNX can infer then)."""
+    if len(elems) != len(inputs) or not inputs:
+        return False
+    return all(v is None or (shapes[i] is not None and elems[i] is not None) for i, v in enumerate(inputs))
 _NO_CONSTANTS: list[np.ndarray | None] = []
 
 
