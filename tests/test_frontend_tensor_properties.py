@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from dsl import DOUBLE, FLOAT, INT64, script
+from dsl import BOOL, DOUBLE, FLOAT, INT64, script
 from dsl import opset18 as op
 from dsl.errors import DslTypeError
 from tests.helpers import check_script
@@ -114,3 +114,23 @@ def test_the_size_of_an_inferred_shape() -> None:
     x = np.arange(24, dtype=F32).reshape(2, 3, 4)
     check_script(flattened, [x], x.reshape(2, 12))
     assert "Shape" not in _op_types(flattened)
+
+
+def test_sizes_after_an_if_and_an_op_inferred_by_onnx() -> None:
+    @script()
+    def regrouped(x: FLOAT[2, 8], c: BOOL, k: INT64[1]) -> FLOAT[2, 2, 2]:
+        if c:
+            y = x * 2.0
+        else:
+            y = op.Relu(x)
+        top, _ = op.TopK(y, k, axis=1)
+        rows, cols = y.shape  # both branches give [2, 8]
+        return op.Reshape(top, [rows, cols // 4, top.shape[1] // 2])
+
+    x = np.arange(16, dtype=F32).reshape(2, 8) - 8.0
+    k = np.array([4], np.int64)
+    for condition in (True, False):
+        y = x * 2.0 if condition else np.maximum(x, 0.0)
+        top = -np.sort(-y, axis=1)[:, :4]
+        check_script(regrouped, [x, np.array(condition), k], top.reshape(2, 2, 2))
+    assert "Shape" in _op_types(regrouped)  # TopK's k is a run-time value: its size is symbolic

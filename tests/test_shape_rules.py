@@ -479,3 +479,17 @@ def test_eager_gives_the_same_message_at_the_same_line(case: Case) -> None:
     expected = EAGER_DIFFERS.get(case.name) or _with_sizes(case.message, _sizes(function, case.shapes))
     assert error.message == expected
     assert error.location.line == _marker_line(lines, case.marker)
+
+
+def test_onnx_shape_inference_refusal_is_an_error_at_the_line() -> None:
+    """An op without a static rule (TopK) is inferred by ONNX itself once ranks are known."""
+    function, _, lines = _define("""
+@script()
+def f(x: FLOAT["B", 5], k: INT64[1]) -> FLOAT["B", "K"]:
+    values, indices = op.TopK(x, k, axis=3)
+    return values
+""")
+    with pytest.raises(DslTypeError) as caught:
+        function.to_model_proto()
+    assert caught.value.message == "TopK: Invalid value for attribute axis"
+    assert caught.value.location.line == _marker_line(lines, "op.TopK(x, k, axis=3)")

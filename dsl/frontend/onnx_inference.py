@@ -33,14 +33,9 @@ def infer_with_onnx(
     (element type, shape) pairs (None: omitted), or None when it cannot say (an attribute
     that refers to a function parameter, a graph attribute)."""
     import onnx.helper
+    import onnx.numpy_helper
     import onnx.shape_inference
 
-    names = [f"i{index}" if item is not None else "" for index, item in enumerate(inputs)]
-    types = {}
-    for name, item in zip(names, inputs):
-        if item is not None:
-            elem, shape = item
-            types[name] = onnx.helper.make_tensor_type_proto(elem, list(shape) if shape is not None else None)
     protos = []
     for attribute in attributes.values():
         if attribute.ref_attr_name or attribute.kind not in _SIMPLE_KINDS or attribute.value is None:
@@ -51,6 +46,12 @@ def infer_with_onnx(
                 return None
             value = onnx.numpy_helper.from_array(np.asarray(value.array))
         protos.append(onnx.helper.make_attribute(attribute.name, value))
+    names = [f"i{index}" if item is not None else "" for index, item in enumerate(inputs)]
+    types = {}
+    for name, item in zip(names, inputs):
+        if item is not None:
+            elem, shape = item
+            types[name] = onnx.helper.make_tensor_type_proto(elem, list(shape) if shape is not None else None)
     outputs = [f"o{index}" for index in range(output_count)]
     node = onnx.helper.make_node(schema.name, names, outputs)
     node.attribute.extend(protos)
@@ -58,6 +59,7 @@ def infer_with_onnx(
         found = onnx.shape_inference.infer_node_outputs(schema, node, types)
     except onnx.shape_inference.InferenceError as err:
         detail = str(err).split("): ", 1)[-1].strip() if "): " in str(err) else str(err)
+        detail = detail.removeprefix("[ShapeInferenceError] ").removeprefix("[TypeInferenceError] ")
         raise DslTypeError(f"{schema.name}: {detail}", location,
                            hint="ONNX's shape inference refuses these inputs; check the shapes and attributes") from None
     return [_shape(found.get(name)) for name in outputs]

@@ -128,6 +128,14 @@ class ShapeTable:
     def set(self, value: ir.Value, shape: Shape) -> None:
         self.shapes[value] = shape
 
+    def set_joined(self, value: ir.Value, first: ir.Value, second: ir.Value) -> None:
+        """``value`` is one of two others (an If's branches): the sizes they share, by axis."""
+        left, right = self.shape(first), self.shape(second)
+        if left is None or right is None or len(left) != len(right):
+            self.shapes[value] = None
+        else:
+            self.shapes[value] = tuple(a if a == b else None for a, b in zip(left, right))
+
 
 _MISSING = object()
 
