@@ -305,7 +305,10 @@ def _conv(call: _Call) -> list[Shape]:
     x, w = call.shape(0), call.shape(1)
     if x is None or w is None:
         return [None]
-    if len(x) != len(w) or len(x) < 3:
+    if len(x) < 3:
+        raise call.fail(f"{call.operand(0)} has rank {len(x)}, but X is [N, C, spatial...]",
+                        "add the batch and channel axes with op.Unsqueeze (or op.Reshape)")
+    if len(x) != len(w):
         raise call.fail(f"{call.operand(0)} vs {call.operand(1)}: ranks {len(x)} and {len(w)}",
                         "X is [N, C, spatial...] and W [M, C / group, kernel...], of the same rank")
     group = int(call.attribute("group", 1))
