@@ -26,7 +26,7 @@ import numpy as np
 from dsl import ir
 from dsl.errors import DslTypeError
 
-__all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "broadcast", "check_attributes", "has_rule", "infer",
+__all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "SAME_SHAPE_OPS", "broadcast", "check_attributes", "has_rule", "infer",
            "shape_text"]
 
 Dim = int | str | None
@@ -39,7 +39,7 @@ BROADCASTING_OPS = frozenset({
     "BitwiseXor", "PRelu",
 })
 # Ops whose first output has the shape of their first input.
-_SAME_SHAPE = frozenset({
+SAME_SHAPE_OPS = _SAME_SHAPE = frozenset({
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization", "BitwiseNot", "Cast",
     "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu", "Erf", "Exp", "Floor",
     "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf", "IsNaN",

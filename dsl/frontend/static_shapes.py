@@ -92,6 +92,12 @@ class ShapeTable:
         """Infer the outputs' shapes of a default-domain node, or raise where sizes prove a mistake."""
         known = self.shapes
         shapes = [known[v] if v in known else self.shape(v) for v in inputs]
+        if len(shapes) <= 2 and op_type in _ELEMENTWISE:  # most nodes: same shapes in, same out
+            first = shapes[0] if shapes else None
+            if len(shapes) == 1 or (first is not None and shapes[1] == first) or (
+                    shapes[1] == () and version >= 7):
+                known[outputs[0]] = first
+                return
         if op_type in shape_rules.READS_CONSTANTS:
             constants = self.constants
             values = [constants.get(v) if v is not None else None for v in inputs]
@@ -138,6 +144,7 @@ class ShapeTable:
 
 
 _MISSING = object()
+_ELEMENTWISE = shape_rules.BROADCASTING_OPS | shape_rules.SAME_SHAPE_OPS
 
 
 def _all_known(shapes: Sequence[Shape], elems: Sequence[int | None], inputs: Sequence[ir.Value | None]) -> bool:
