@@ -263,6 +263,10 @@ MUTATIONS = [
              "    if array.ndim != 1 or array.size != 1:", "    if array.size != 1:", SHAPES),
     Mutation("SH11", "element-wise shapes taken from the first operand unchecked", "dsl/shape_rules.py",
              "            if first == second or second == ():", "            if True:", SHAPES),
+    Mutation("SH12", "ONNX's refusal of a node escapes as its own exception", "dsl/frontend/onnx_inference.py",
+             "    except onnx.shape_inference.InferenceError as err:", "    except ImportError as err:", SHAPES),
+    Mutation("SH13", "an If's outputs get no shape from its branches", "dsl/frontend/control_flow.py",
+             "            self.ctx.shapes.set_joined(output, then_value, else_value)\n", "", SHAPES),
 ]
 
 
