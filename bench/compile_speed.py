@@ -8,7 +8,9 @@ Run ``python bench/compile_speed.py`` from the repository root.  It prints one t
 - µs per statement for one generated function of 500, 2000 and 10000 statements
   (goal <= 20 µs, and linear);
 - µs per node for ``to_model_proto`` on those functions (goal <= 10 µs);
-- ``import dsl`` time as a ratio of ``import onnx`` (fresh interpreters, median; goal <= 1.3x).
+- ``import dsl`` time as a ratio of ``import onnx`` (fresh interpreters, median; goal <= 1.3x);
+- the share of onnxquill's compile time spent inferring and checking static shapes (with
+  the checks and without, interleaved; goal <= 15%, and linear in statements).
 
 Functions are written to a temporary module and imported, so ``inspect`` finds their
 source exactly as it does for user code.  onnxscript is imported only here.
@@ -17,13 +19,14 @@ source exactly as it does for user code.  onnxscript is imported only here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +35,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 HEADERS = {
-    "onnxquill": "from dsl import FLOAT, INT64, script\nfrom dsl import opset18 as op\n",
-    "onnxscript": "from onnxscript import FLOAT, INT64, script\nfrom onnxscript import opset18 as op\n",
+    "onnxquill": "from dsl import BOOL, FLOAT, INT64, script\nfrom dsl import opset18 as op\n",
+    "onnxscript": "from onnxscript import BOOL, FLOAT, INT64, script\nfrom onnxscript import opset18 as op\n",
 }
 
 # Realistic bodies, valid for both libraries; {name} is replaced by a unique function name.
@@ -76,6 +79,24 @@ def {name}(logits: FLOAT[...], labels: INT64[...]) -> FLOAT[...]:
     log_probs = op.LogSoftmax(logits, axis=-1)
     picked = op.GatherElements(log_probs, op.Unsqueeze(labels, [1]), axis=1)
     return op.Neg(op.ReduceMean(picked, keepdims=0))
+''',
+    "attention_ranked": '''
+def {name}(q: FLOAT["B", 4, "S", 16], k: FLOAT["B", 4, "S", 16], v: FLOAT["B", 4, "S", 16], mask: BOOL["S", "S"]) -> FLOAT["B", "S", 64]:
+    scores = op.MatMul(q, op.Transpose(k, perm=[0, 1, 3, 2])) / 4.0
+    scores = op.Where(mask, scores, op.Constant(value_float=-1e9))
+    heads = op.MatMul(op.Softmax(scores, axis=-1), v)
+    return op.Reshape(op.Transpose(heads, perm=[0, 2, 1, 3]), [0, 0, 64])
+''',
+    "mlp_ranked": '''
+def {name}(x: FLOAT["B", "S", 64], w_gate: FLOAT[64, 256], w_up: FLOAT[64, 256], w_down: FLOAT[256, 64]) -> FLOAT["B", "S", 64]:
+    gate = op.MatMul(x, w_gate)
+    up = op.MatMul(x, w_up)
+    return x + op.MatMul(gate * op.Sigmoid(gate) * up, w_down)
+''',
+    "conv_ranked": '''
+def {name}(x: FLOAT["N", 3, 32, 32], w: FLOAT[16, 3, 3, 3], bias: FLOAT[16]) -> FLOAT["N", 16, 32, 32]:
+    conv = op.Conv(x, w, bias, pads=[1, 1, 1, 1])
+    return op.Relu(conv)
 ''',
     "rotary": '''
 def {name}(x: FLOAT[...], cos: FLOAT[...], sin: FLOAT[...]) -> FLOAT[...]:
@@ -201,6 +222,72 @@ def time_generated(directory: Path, sizes: list[int]) -> dict[int, dict[str, tup
     return results
 
 
+@contextlib.contextmanager
+def shape_checks_off() -> Iterator[None]:
+    """Compile without inferring or checking shapes (the static shape rules), to price them."""
+    from dsl.frontend.static_shapes import ShapeTable
+
+    kept = ShapeTable.record_node
+    ShapeTable.record_node = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ShapeTable.record_node = kept  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def shape_checks_timed(spent: list[float]) -> Iterator[None]:
+    """Add the seconds spent inside the shape checks to ``spent[0]`` (a direct measure, less
+    exposed to a busy machine than the difference of two compile times)."""
+    from dsl.frontend.static_shapes import ShapeTable
+
+    kept = ShapeTable.record_node
+    clock = time.perf_counter
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        start = clock()
+        try:
+            kept(*args, **kwargs)
+        finally:
+            spent[0] += clock() - start
+
+    ShapeTable.record_node = timed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ShapeTable.record_node = kept  # type: ignore[method-assign]
+
+
+def time_shape_checks(directory: Path, repeats: int, sizes: list[int]) -> dict[str, tuple[float, float, float]]:
+    """Per realistic function and generated size: (ms with the shape checks, ms without, the
+    best of interleaved rounds on fresh functions; % of the compile time spent inside the
+    checks, median), onnxquill only."""
+    compile_function = compilers()["onnxquill"]
+    cases = dict(REALISTIC)
+    cases.update({f"{size} statements": generated_source("{name}", size) for size in sizes})
+    results: dict[str, tuple[float, float, float]] = {}
+    for key, body in cases.items():
+        rounds = repeats if "statements" not in key else 7
+        source = HEADERS["onnxquill"] + "".join(
+            body.replace("{name}", f"f_{mode}_{copy}") for copy in range(rounds) for mode in ("on", "off"))
+        module = load_module(source, directory)
+        samples: dict[str, list[float]] = {"on": [], "off": [], "inside": []}
+        for copy in range(rounds):
+            for mode in ("on", "off"):
+                function = getattr(module, f"f_{mode}_{copy}")
+                spent = [0.0]
+                with contextlib.ExitStack() as stack:
+                    stack.enter_context(shape_checks_off() if mode == "off" else shape_checks_timed(spent))
+                    start = time.perf_counter()
+                    compile_function(function)
+                    samples[mode].append(time.perf_counter() - start)
+                if mode == "on":
+                    samples["inside"].append(spent[0] / samples["on"][-1])
+        results[key] = (min(samples["on"]) * 1e3, min(samples["off"]) * 1e3,  # best: least disturbed
+                        statistics.median(samples["inside"][1:] or samples["inside"]) * 100)
+    return results
+
+
 def import_seconds(statement: str, repeats: int) -> float:
     """Median time of ``statement`` in fresh interpreters (startup excluded)."""
     code = f"import time; start = time.perf_counter(); {statement}; print(time.perf_counter() - start)"
@@ -229,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         directory = Path(folder)
         realistic = time_realistic(directory, args.repeats)
         generated = time_generated(directory, args.sizes)
+        shape_checks = time_shape_checks(directory, args.repeats, args.sizes)
 
     print()
     print("| measurement | " + " | ".join(libraries) + " | goal |")
@@ -242,6 +330,20 @@ def main(argv: list[str] | None = None) -> int:
     for size, by_library in generated.items():
         cells = " | ".join(_cell(None if by_library.get(lib) is None else by_library[lib][1]) for lib in libraries)
         print(f"| to_model_proto, {size} statements (µs/node) | {cells} | <= 10 |")
+
+    print()
+    print("| onnxquill compile, shape checks | with (ms) | without (ms) | difference | time inside the checks | goal |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for key, (with_checks, without, inside) in shape_checks.items():
+        share = (with_checks - without) / with_checks * 100
+        print(f"| {key} | {with_checks:.3f} | {without:.3f} | {share:.1f}% | {inside:.1f}% | <= 15% |")
+    largest = max(args.sizes)
+    if f"{largest} statements" in shape_checks and args.sizes:
+        smallest = min(args.sizes)
+        per_small = shape_checks[f"{smallest} statements"][0] / smallest
+        per_large = shape_checks[f"{largest} statements"][0] / largest
+        print(f"| per statement, {largest} vs {smallest} statements (linear: ~1x) | {per_large / per_small:.2f}x | | | |")
+    print()
 
     onnx_time = import_seconds("import onnx", args.import_repeats)
     dsl_time = import_seconds("import dsl", args.import_repeats)

@@ -49,6 +49,7 @@ MERGE = ("tests/test_passes_merge.py", "tests/test_passes_prefix.py")
 SOURCE_LINKS = ("tests/test_source_links.py",)
 VIEW = ("tests/test_model_view.py",)
 PROGRESS = ("tests/test_progress.py",)
+SHAPES = ("tests/test_shape_rules.py", "tests/test_frontend_tensor_properties.py")
 
 
 @dataclass(frozen=True)
@@ -347,6 +348,37 @@ MUTATIONS = [
     Mutation("NB2", "profile_model prints no table", "eager/model_profile.py",
              "    if print_table:\n        print(report.table())\n    return report",
              "    return report", ("tests/test_eager_profile.py",)),
+    Mutation("SH1", "MatMul's inner sizes not compared", "dsl/shape_rules.py",
+             "    if _differ(a[-1], b[b_axis]):", "    if False:", SHAPES),
+    Mutation("SH2", "a shape mistake raised without the location of its node", "dsl/frontend/builder.py",
+             "ctx.shapes.record_node(op.name, inputs, attributes, outputs, location, names, opset.version)",
+             "ctx.shapes.record_node(op.name, inputs, attributes, outputs, None, names, opset.version)", SHAPES),
+    Mutation("SH3", "Reshape's element count not checked without -1", "dsl/shape_rules.py",
+             "        wrong = (known != total) if -1 not in dims else", "        wrong = False if -1 not in dims else",
+             SHAPES),
+    Mutation("SH4", "Concat's non-joined axes not compared", "dsl/shape_rules.py",
+             "            if position != axis and _differ(left, right):",
+             "            if position == axis and _differ(left, right):", SHAPES),
+    Mutation("SH5", "Conv's input channels not multiplied by group", "dsl/shape_rules.py",
+             "(w[1] * group if _static(w[1]) else None)", "(w[1] if _static(w[1]) else None)", SHAPES),
+    Mutation("SH6", "declared shapes never compared with inferred ones", "dsl/frontend/static_shapes.py",
+             "    ):\n        return  # (the usual case: no message to write)",
+             "    ) or True:\n        return  # (the usual case: no message to write)", SHAPES),
+    Mutation("SH7", "a symbolic size lowered from axis 0 whatever its axis", "dsl/frontend/tensor_properties.py",
+             "np.full(index_shape, size.axis, dtype=np.int64)", "np.full(index_shape, 0, dtype=np.int64)", SHAPES),
+    Mutation("SH8", "static sizes of x.shape given as symbolic sizes", "dsl/frontend/tensor_properties.py",
+             "int(size) if isinstance(size, (int, np.integer)) else", "int(size) if False else", SHAPES),
+    Mutation("SH9", "eager shape diagnosis without the op's attributes", "eager/shape_mismatch.py",
+             "                          attributes or {}, constants", "                          {}, constants",
+             SHAPES),
+    Mutation("SH10", "a 0-d ConstantOfShape value accepted", "dsl/shape_rules.py",
+             "    if array.ndim != 1 or array.size != 1:", "    if array.size != 1:", SHAPES),
+    Mutation("SH11", "element-wise shapes taken from the first operand unchecked", "dsl/shape_rules.py",
+             "            if first == second or second == ():", "            if True:", SHAPES),
+    Mutation("SH12", "ONNX's refusal of a node escapes as its own exception", "dsl/frontend/onnx_inference.py",
+             "    except onnx.shape_inference.InferenceError as err:", "    except ImportError as err:", SHAPES),
+    Mutation("SH13", "an If's outputs get no shape from its branches", "dsl/frontend/control_flow.py",
+             "            self.ctx.shapes.set_joined(output, then_value, else_value)\n", "", SHAPES),
 ]
 
 

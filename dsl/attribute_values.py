@@ -131,6 +131,11 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
     if kind == K.INT:
         if isinstance(value, types.ElementType):
             return value.enum
+        if isinstance(value, np.dtype):  # ``to=x.dtype``: eager tensors and @script give numpy dtypes
+            try:
+                return types.element_type_of_dtype(value)
+            except KeyError:
+                return _MISMATCH
         if _is_int(value) or isinstance(value, (bool, np.bool_)):
             return int(value)
         return _MISMATCH

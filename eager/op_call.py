@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl import types
+from dsl import shape_rules, types
 from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
 from dsl.operators import literal_elem_type
 from dsl.opsets import Op
@@ -157,7 +157,7 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     try:
         outputs = kernel.run(arrays)
     except Exception as runtime_error:
-        outputs = _run_fallback(op, kernel, arrays, signature, runtime_error)
+        outputs = _run_fallback(op, kernel, arrays, signature, runtime_error, kwargs)
     if facts.sequence_outputs:
         outputs = _with_sequences(kernel, outputs, torch_in, eager_in or IN_EAGER_SCRIPT.get())
     elif eager_in or IN_EAGER_SCRIPT.get():
@@ -447,10 +447,13 @@ def _prepare(
     protos = attribute_protos(op, kwargs, location)
     _check_value_kinds(op, facts, signature, location)
     op.check_input_types([sig_elem(s) for s in signature], location)
+    if op.domain == "":
+        shape_rules.check_attributes(op.name, kwargs, location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
         return build_kernel(spec)
     except KernelBuildError as err:
+        _raise_if_shapes_disagree(op, arrays, signature, kwargs)
         raise EagerError(
             f"{_describe_inputs(op, args, arrays, signature)} failed in both backends:\n"
             f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
@@ -528,25 +531,27 @@ class _RuntimeFallback:
         self.fallback_reason = reason
 
 
-def _raise_if_shapes_disagree(op: Op, arrays: list[Any], signature: Signature) -> None:
+def _raise_if_shapes_disagree(op: Op, arrays: list[Any], signature: Signature, kwargs: dict[str, Any]) -> None:
     """A failure that is a shape mismatch, said with the operands as the user wrote them and
     the axis that disagrees (onnx.reference would fail too, with unrelated text)."""
     shapes = [None if sig is None or sig is _LITERAL or sig[0] in ("seq", "opt") else np.shape(array)
               for array, sig in zip(arrays, signature)]
-    found = disagreement(op.name, shapes, caller_operands(len(arrays)))
+    found = disagreement(op.name, shapes, caller_operands(len(arrays)), kwargs, arrays, op.version)
     if found is not None:
         message, hint = found
         raise EagerError(message, caller_location(), hint=hint) from None
 
 
-def _run_fallback(op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception) -> Any:
+def _run_fallback(
+    op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception, kwargs: dict[str, Any]
+) -> Any:
     if isinstance(runtime_error, DslError):
         raise runtime_error
+    _raise_if_shapes_disagree(op, arrays, signature, kwargs)
     first = f"{kernel.backend}: {runtime_error}"
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
         first = f"onnxruntime: {kernel.fallback_reason}\n{first}"
     if kernel.backend == "onnxruntime":
-        _raise_if_shapes_disagree(op, arrays, signature)
         try:
             outputs = kernel.fallback().run(arrays)
         except Exception as reference_error:

@@ -403,12 +403,18 @@ def test_cast_to_float4_runs_on_whichever_backend_can() -> None:
 
 
 def test_both_backends_failing_reports_both_errors() -> None:
+    with pytest.raises(EagerError) as caught:
+        op.Gather(np.ones(3, dtype=F32), np.array([5], np.int64))
+    text = str(caught.value)
+    assert "onnxruntime:" in text and "onnx.reference:" in text
+    assert "Gather(data: FLOAT[3], indices: INT64[1])" in text
+
+
+def test_conv_of_a_vector_names_its_rank() -> None:
     x = np.ones(3, dtype=F32)
     with pytest.raises(EagerError) as caught:
         op.Conv(x, x)
-    text = str(caught.value)
-    assert "onnxruntime:" in text and "onnx.reference:" in text
-    assert "Conv(X: FLOAT[3], W: FLOAT[3])" in text
+    assert caught.value.message == "Conv: x: [3] has rank 1, but X is [N, C, spatial...]"
 
 
 def test_runtime_shape_mismatch_names_operands_and_axis() -> None:
@@ -420,11 +426,20 @@ def test_runtime_shape_mismatch_names_operands_and_axis() -> None:
     assert "onnx.reference" not in str(caught.value)  # (its failure says nothing more)
 
 
+def test_runtime_reshape_failure_names_the_element_counts() -> None:
+    data = np.ones(6, F32)
+    with pytest.raises(EagerError) as caught:
+        op.Reshape(data, np.array([4, -1], np.int64))
+    assert caught.value.message == (
+        "Reshape: data: [6] has 6 elements, which cannot be reshaped to [4, -1] (a multiple of 4)")
+    assert "onnxruntime" not in str(caught.value)
+
+
 def test_runtime_failure_other_than_shapes_keeps_onnxruntime_text() -> None:
     with pytest.raises(EagerError) as caught:
-        op.Reshape(np.ones(6, F32), np.array([4, -1], np.int64))
+        op.Gather(np.ones(3, F32), np.array([5], np.int64))
     assert "onnxruntime:" in str(caught.value)
-    assert "Reshape(data: FLOAT[6], shape: INT64[2])" in str(caught.value)
+    assert "Gather(data: FLOAT[3], indices: INT64[1])" in str(caught.value)
 
 
 # -------------------------------------------------------------------------- errors

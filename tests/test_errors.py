@@ -322,10 +322,10 @@ CASES: list[tuple[str, type, str, str]] = [
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
             return x + op.Cast(x, to=INT64)
     """),
-    ("tensor attribute access", DslTypeError, "x.shape", """
+    ("tensor attribute access", DslTypeError, "x.T", """
         @script()
-        def f(x: FLOAT["N"]) -> INT64["R"]:
-            return x.shape
+        def f(x: FLOAT["N"]) -> FLOAT["N"]:
+            return x.T
     """),
     ("python function on tensor", DslTypeError, "len(x)", """
         @script()

@@ -13,11 +13,13 @@ costs the same per statement as a short one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dsl import ir, types
 from dsl.errors import DslTypeError
 from dsl.frontend.names import NameAllocator
+from dsl.frontend.static_shapes import ShapeTable
 from dsl.opsets import Op, Opset
 
 __all__ = ["CompileContext", "GraphBuilder"]
@@ -82,6 +84,7 @@ class CompileContext:
         self.default_opset = default_opset
         self.opsets_used: dict[str, tuple[int, Any]] = {}
         self.ops: dict[str, Op] = {}  # default-opset ops by name, for Python operators
+        self.shapes = ShapeTable()
 
     # ------------------------------------------------------------------ values
     def new_value(self, base: str, location: Any = None, auto: bool = False, type: Any = None) -> ir.Value:
@@ -200,8 +203,11 @@ class GraphBuilder:
         attributes: dict[str, ir.Attr],
         location: Any,
         output_count: int | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[ir.Value]:
-        """Append a node of a schema'd (or custom-domain) op, checking input types where known."""
+        """Append a node of a schema'd (or custom-domain) op, checking input types where known
+        and inferring its output shapes (:mod:`dsl.shape_rules`); ``names`` are the operands'
+        source text for the messages."""
         ctx = self.ctx
         opset = op.opset
         used = ctx.opsets_used.get(opset.domain)
@@ -226,16 +232,21 @@ class GraphBuilder:
         count = output_count if output_count is not None else default_output_count(op)
         if output_elems is not None and len(output_elems) < count and output_elems:
             output_elems = output_elems + [output_elems[-1]] * (count - len(output_elems))
-        return self.add_node(op.name, opset.domain, inputs, attributes, count, location, output_elems)
+        outputs = self.add_node(op.name, opset.domain, inputs, attributes, count, location, output_elems)
+        if opset.domain in ("", "ai.onnx"):
+            ctx.shapes.record_node(op.name, inputs, attributes, outputs, location, names, opset.version,
+                                   op.schema, elems)
+        return outputs
 
-    def operator(self, name: str, inputs: list[ir.Value | None], location: Any, **attributes: Any) -> ir.Value:
+    def operator(self, name: str, inputs: list[ir.Value | None], location: Any,
+                 operand_names: Sequence[str] | None = None, **attributes: Any) -> ir.Value:
         """One-output node of the default opset with plain Python attribute values."""
         ctx = self.ctx
         op = ctx.ops.get(name)
         if op is None:
             op = ctx.ops[name] = ctx.operator(name)
         attrs = {key: op.make_attr(key, value, location) for key, value in attributes.items()} if attributes else {}
-        return self.call_op(op, inputs, attrs, location, 1)[0]
+        return self.call_op(op, inputs, attrs, location, 1, operand_names)[0]
 
     # --------------------------------------------------------------- constants
     def find_constant(self, key: Any) -> ir.Value | None:
@@ -267,6 +278,7 @@ class GraphBuilder:
         self.ctx.use_opset(opset.domain, opset.version, location)
         attr = ir.Attr("value", ir.AttrKind.TENSOR, tensor, location=location)
         value = self.add_node("Constant", opset.domain, [], {"value": attr}, 1, location, [tensor.elem_type])[0]
+        self.ctx.shapes.remember_constant(value, array)
         self.ctx.rename(value, "const")
         self._constants[key] = value
         return value

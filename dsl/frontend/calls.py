@@ -18,6 +18,7 @@ from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, Un
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
+from dsl.frontend.static_shapes import SourceNames, callee_output_shapes, check_declared
 from dsl.frontend.weights import initializer_operand
 from dsl.opsets import Op, python_to_attr
 
@@ -97,7 +98,7 @@ class CallCompiler(_CompilerBase):
         inputs = self.op_inputs(op, operands, arguments)
         if output_count is not None:
             op.check_outputs(output_count, location)
-        outputs = self.builder.call_op(op, inputs, attributes, location, output_count)
+        outputs = self.builder.call_op(op, inputs, attributes, location, output_count, SourceNames(arguments))
         if output_count is None and len(outputs) == 1:
             return outputs[0]
         return ValueTuple(tuple(outputs))
@@ -185,7 +186,12 @@ class CallCompiler(_CompilerBase):
                 inputs.append(None)
                 continue
             elem = formal.type.elem_type if isinstance(formal.type, ir.TensorType) else None
-            inputs.append(self.as_value(operand, argument, elem=elem))
+            value = self.as_value(operand, argument, elem=elem)
+            check_declared(f"input {formal.name!r} of {target.name}", self.ctx.shapes.shape(value),
+                           self.ctx.elem(value), formal.type, self.loc(argument),
+                           f"{target.name} declares {formal.name}: {formal.type!r}; pass a value of that shape "
+                           "or fix the annotation", check_rank=False)
+            inputs.append(value)
         attributes: dict[str, ir.Attr] = {}
         for name, param in params.items():
             argument = given.get(name)
@@ -208,6 +214,11 @@ class CallCompiler(_CompilerBase):
                 self.callee_imports.setdefault(domain, version)
         outputs = self.builder.add_node(callee.name, callee.domain, inputs, attributes, count, location, elems,
                                         callee=callee)
+        shapes = callee_output_shapes([formal.type for formal in callee.inputs],
+                                      [self.ctx.shapes.shape(value) for value in inputs],
+                                      [output.type for output in callee.outputs])
+        for output, shape in zip(outputs, shapes):
+            self.ctx.shapes.set(output, shape)
         if target.inline and callee not in self.inline_callees:
             self.inline_callees.append(callee)
         if output_count is None and count == 1:

@@ -35,13 +35,16 @@ from dsl.frontend.scripted import CompiledFunction, Finish, Loaded, Scripted
 from dsl.frontend.signature import Parameter, read_signature
 from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
+from dsl.frontend.static_shapes import check_declared
 from dsl.frontend.subgraphs import SubgraphCompiler
+from dsl.frontend.tensor_properties import has_symbolic_size, lower_sizes
 from dsl.frontend.weights import Initializer, attach_input_default, initializer_operand
 from dsl.opsets import Opset, get_opset
 
 __all__ = ["FunctionCompiler", "compile_function", "kept_function"]
 
 _SCALARS = (bool, int, float, str)
+_INT64 = 7  # the ONNX element type of sizes
 
 
 class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler):
@@ -187,6 +190,12 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 raise DslTypeError("None cannot be used as a tensor here", self.loc(node),
                                    hint="None only stands for an omitted optional input of an op")
             location = self.loc(node)
+            if has_symbolic_size(value):  # x.shape[0], or a list of sizes, used as a tensor
+                sizes = lower_sizes(self.builder, value, location)
+                want = elem if elem is not None else ctx.elem(beside)
+                if want is not None and want != _INT64:
+                    return self.builder.operator("Cast", [sizes], location, to=want)
+                return sizes
             scalar = type(value) in _SCALARS
             if not scalar and _is_numpy(value) and value.size > 16:  # a weight: find it by identity, not by its bytes
                 key = ("numpy", id(value))
@@ -329,6 +338,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                     location,
                     hint="cast the result with op.Cast(..., to=...) or fix the annotation",
                 )
+            check_declared(f"output {index}" + (f" ({name})" if name != "return_val" else ""), self.ctx.shapes.shape(value), known, declared, location,
+                           "fix the computation or the return annotation (a symbolic size may be any size)")
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
             if declared is not None:

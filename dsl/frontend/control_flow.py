@@ -195,6 +195,7 @@ class ControlFlowCompiler(_CompilerBase):
                 self.ctx.elem_types[output] = elem
             else:
                 self.ctx.elem_types.pop(output, None)
+            self.ctx.shapes.set_joined(output, then_value, else_value)
         return outputs
 
     def if_expression(self, node: ast.IfExp, condition: ir.Value) -> ir.Value:

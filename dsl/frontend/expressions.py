@@ -18,6 +18,8 @@ from dsl import indexing, ir
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.constants import is_tensor_literal
+from dsl.frontend.static_shapes import SourceNames
+from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
 from dsl.opsets import Opset, to_tensor
 
@@ -41,12 +43,10 @@ _PYTHON_COMPARE = {
 }
 _FLOAT, _INT64 = 1, 7  # ONNX element type numbers
 _TENSOR_ATTRIBUTE_HINTS = {
-    "shape": "use op.Shape(x)",
     "T": "use op.Transpose(x)",
-    "dtype": "element types are fixed by annotations; use op.CastLike to match another tensor",
     "size": "use op.Size(x)",
-    "ndim": "use op.Size(op.Shape(x))",
 }
+_TENSOR_PROPERTIES = frozenset({"shape", "ndim", "dtype"})
 
 UNSUPPORTED_EXPRESSIONS: dict[type, tuple[str, str]] = {
     ast.Lambda: ("lambda", "define a @script function (or a nested @graph() function) instead"),
@@ -122,6 +122,9 @@ class ExpressionCompiler(_CompilerBase):
                 raise DslTypeError(f"reading .{node.attr} failed: {type(err).__name__}: {err}",
                                    self.loc(node)) from None
         if isinstance(base, ir.Value):
+            if node.attr in _TENSOR_PROPERTIES:
+                return PyValue(read_property(base, node.attr, self.ctx.shapes.shape(base), self.ctx.elem(base),
+                                             self.loc(node)))
             raise DslTypeError(
                 f"tensors have no attribute {node.attr!r} in @script",
                 self.loc(node),
@@ -144,6 +147,8 @@ class ExpressionCompiler(_CompilerBase):
             return PyValue(tuple(values) if isinstance(node, ast.Tuple) else values)
         if isinstance(node, ast.Tuple):
             return ValueTuple(tuple(items))
+        items = [self.as_value(item, node) if isinstance(item, PyValue) and isinstance(item.value, SymbolicSize)
+                 else item for item in items]
         return self.list_tensor(items, node)
 
     def list_tensor(self, items: list[Any], node: ast.List) -> ir.Value:
@@ -202,7 +207,11 @@ class ExpressionCompiler(_CompilerBase):
         left = self.expr(node.left)
         right = self.expr(node.right)
         if isinstance(left, PyValue) and isinstance(right, PyValue):
-            return self.fold(_PYTHON_BINARY[name], (left.value, right.value), node)
+            if not (has_symbolic_size(left.value) or has_symbolic_size(right.value)):
+                return self.fold(_PYTHON_BINARY[name], (left.value, right.value), node)
+            if name == "FloorDiv" and _size_or_natural(left.value) and _size_or_natural(right.value):
+                name = "Div"  # sizes are never negative: integer Div (truncating) is floor division
+            left, right = self.size_operands(left, right, node)
         if name not in BINARY:
             symbol = {"FloorDiv": "//", "LShift": "<<", "RShift": ">>"}.get(name, name)
             raise UnsupportedSyntaxError(
@@ -214,13 +223,21 @@ class ExpressionCompiler(_CompilerBase):
             )
         return self.binary(name, left, right, node)
 
+    def size_operands(self, left: PyValue, right: PyValue, node: ast.BinOp) -> tuple[ir.Value, ir.Value]:
+        """Two Python operands, one a symbolic size, as tensors: INT64, or FLOAT beside a float
+        (``s * 0.5`` is a float eagerly)."""
+        floats = isinstance(left.value, (float, np.floating)) or isinstance(right.value, (float, np.floating))
+        elem = _FLOAT if floats else _INT64
+        return self.as_value(left, node.left, elem=elem), self.as_value(right, node.right, elem=elem)
+
     def binary(self, name: str, left: Any, right: Any, node: ast.AST) -> ir.Value:
         """``left <op> right`` as ONNX nodes, spelled by :func:`dsl.operators.binary_spelling`."""
         left_value, right_value = self.operand_pair(left, right, node)
         known = self.ctx.elem_types
         elem = known.get(left_value) or known.get(right_value) or self.ctx.elem(left_value) or self.ctx.elem(right_value)
         spelling = binary_spelling(name, elem)
-        return self.apply_spelling(spelling, [left_value, right_value], node)
+        names = SourceNames((node.left, node.right)) if isinstance(node, ast.BinOp) else None
+        return self.apply_spelling(spelling, [left_value, right_value], node, names)
 
     def operand_pair(self, left: Any, right: Any, node: ast.AST) -> tuple[ir.Value, ir.Value]:
         if isinstance(left, ir.Value):
@@ -232,12 +249,13 @@ class ExpressionCompiler(_CompilerBase):
         left_value = self.as_value(left, node)
         return left_value, self.as_value(right, node, beside=left_value)
 
-    def apply_spelling(self, spelling: Any, inputs: list[ir.Value | None], node: ast.AST) -> ir.Value:
+    def apply_spelling(self, spelling: Any, inputs: list[ir.Value | None], node: ast.AST,
+                       names: SourceNames | None = None) -> ir.Value:
         location = self.loc(node)
         if spelling.attributes:
-            result = self.builder.operator(spelling.op_type, inputs, location, **dict(spelling.attributes))
+            result = self.builder.operator(spelling.op_type, inputs, location, names, **dict(spelling.attributes))
         else:
-            result = self.builder.operator(spelling.op_type, inputs, location)
+            result = self.builder.operator(spelling.op_type, inputs, location, names)
         if spelling.negate:
             result = self.builder.operator("Not", [result], location)
         return result
@@ -255,7 +273,7 @@ class ExpressionCompiler(_CompilerBase):
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         name = type(node.op).__name__
         operand = self.expr(node.operand)
-        if isinstance(operand, PyValue):
+        if isinstance(operand, PyValue) and not isinstance(operand.value, SymbolicSize):
             return self.fold(_PYTHON_UNARY[name], (operand.value,), node)
         value = self.as_value(operand, node)
         if name == "Not":
@@ -275,7 +293,8 @@ class ExpressionCompiler(_CompilerBase):
                     self.loc(node),
                     hint="'is'/'in' have no tensor meaning; compare values with == and combine with |",
                 )
-            if isinstance(left, PyValue) and isinstance(right, PyValue):
+            if isinstance(left, PyValue) and isinstance(right, PyValue) and not (
+                    isinstance(left.value, SymbolicSize) or isinstance(right.value, SymbolicSize)):
                 results.append(self.fold(_PYTHON_COMPARE[name], (left.value, right.value), node))
                 continue
             left_value, right_value = self.operand_pair(left, right, node)
@@ -433,6 +452,13 @@ def _is_sequence(value: ir.Value) -> bool:
         return True
     producer = value.producer
     return producer is not None and producer.domain == "" and producer.op_type in _SEQUENCE_PRODUCERS
+
+
+def _size_or_natural(value: Any) -> bool:
+    """A symbolic size or a non-negative int: floor division of two is integer Div."""
+    if isinstance(value, SymbolicSize):
+        return True
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(value >= 0)
 
 
 def _has_tensor(index: Any) -> bool:

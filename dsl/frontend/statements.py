@@ -17,6 +17,7 @@ from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit, contains_exit, with_continuation
 from dsl.frontend.scripted import GraphDecorator
+from dsl.frontend.tensor_properties import RankUnknownShape
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -140,6 +141,8 @@ class StatementCompiler(_CompilerBase):
             items = list(operand.items)
         elif isinstance(operand, PyValue) and isinstance(operand.value, (tuple, list)):
             items = [PyValue(v) for v in operand.value]
+        elif isinstance(operand, PyValue) and isinstance(operand.value, RankUnknownShape):
+            raise operand.value.unknown("unpacked").with_location(self.loc(target))
         else:
             raise DslTypeError(f"cannot unpack one value into {count} names", self.loc(target),
                                hint="only a multi-output call or a tuple can be unpacked")
