@@ -235,6 +235,16 @@ MUTATIONS = [
     Mutation("V1", "a tensor's empty name written as a set field", "converter/value_encoding.py",
              "        if tensor_name:\n            proto.name = tensor_name", "        proto.name = tensor_name",
              ("tests/test_value_encoding.py",)),
+    Mutation("SP1", "If branches captured node by node, not in a session", "eager/captured_values.py",
+             "        condition = scope.get(node.input[0]) if len(node.input) else None\n",
+             "        return False\n", ("tests/test_eager_run.py",)),
+    Mutation("SP2", "capture=[names] returns every value", "eager/model_runner.py",
+             "    return {name: value for name, value in captured.items() if name in wanted}",
+             "    return captured", ("tests/test_eager_run.py",)),
+    Mutation("SP3", "values inside If/Loop/function nodes not captured", "eager/captured_values.py",
+             "    for position, index, node in plan.inner:\n        captured.update(",
+             "    for position, index, node in plan.inner[:0]:\n        captured.update(",
+             ("tests/test_eager_run.py",)),
 ]
 
 
