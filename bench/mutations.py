@@ -245,6 +245,12 @@ MUTATIONS = [
              "    for position, index, node in plan.inner:\n        captured.update(",
              "    for position, index, node in plan.inner[:0]:\n        captured.update(",
              ("tests/test_eager_run.py",)),
+    Mutation("SP4", "node names of 128 bytes and more written with a one-byte length", "converter/onnx_encoding.py",
+             "parts.append(NAME + (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw)",
+             "parts.append(NAME + short_lengths[len(raw) % 128] + raw)", WIRE),
+    Mutation("SP5", "output names of 128 bytes and more written with a one-byte length", "converter/onnx_encoding.py",
+             "size = short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))",
+             "size = short_lengths[len(raw) % 128]", WIRE),
 ]
 
 
