@@ -251,6 +251,9 @@ MUTATIONS = [
     Mutation("SP5", "output names of 128 bytes and more written with a one-byte length", "converter/onnx_encoding.py",
              "size = short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))",
              "size = short_lengths[len(raw) % 128]", WIRE),
+    Mutation("SP6", "an inlined If branch trusted when this call takes the other", "eager/captured_values.py",
+             "        if self.taken(collections.ChainMap(local, known)) != self.last:",
+             "        if False:", ("tests/test_eager_run.py",)),
 ]
 
 

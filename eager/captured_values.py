@@ -32,7 +32,7 @@ import onnx.helper
 from eager import values
 from eager.kernels import LOGGER
 
-__all__ = ["BranchSessions", "CapturePlan", "NodeRerun", "capture_graph"]
+__all__ = ["BranchSessions", "CapturePlan", "InlinedBranches", "NodeRerun", "capture_graph"]
 
 
 class NodeRerun(Protocol):
@@ -227,3 +227,134 @@ def outer_names_of_graph(graph: onnx.GraphProto) -> list[str]:
         if output.name not in defined:
             used.setdefault(output.name, None)
     return list(used)
+
+
+class InlinedBranches:
+    """Captured runs of a model whose main graph holds If nodes in one session, not two.
+
+    A run that captures the values inside an If's branch runs the model, then the branch
+    (:class:`BranchSessions`). Where the If nodes of the main graph hold plain branches
+    (no subgraph, no function call inside), a model with each branch taken last time
+    written in place of its If (names prefixed as captured, ``<If>/<branch>/<name>``;
+    the If's outputs copied by Identity nodes) computes the same values in one session.
+    It is built on the second captured call, after the first has shown which branches
+    are taken, and used while the conditions it computes say the same branches; a run
+    where they do not is done again the long way.
+    """
+
+    __slots__ = ("_found", "_session", "ifs", "last", "model")
+
+    def __init__(self, model: onnx.ModelProto, session: Callable[[bytes], Any]) -> None:
+        self.model = model
+        self._session = session
+        functions = {(f.domain, f.name) for f in model.functions}
+        self.ifs = [(index, node, f"{node.name or f'{node.op_type}{index}'}/") for index, node in
+                    enumerate(model.graph.node) if _inlinable_if(node, functions)]
+        self.last: tuple[bool, ...] | None = None
+        self._found: dict[tuple[bool, ...], _Branch | None] = {}
+
+    def taken(self, scope: Mapping[str, Any]) -> tuple[bool, ...] | None:
+        """The branch each inlinable If takes, by the conditions in ``scope``."""
+        chosen = []
+        for _, node, _ in self.ifs:
+            condition = scope.get(node.input[0])
+            if not isinstance(condition, np.ndarray) or condition.size != 1:
+                return None
+            chosen.append(bool(condition.reshape(())))
+        return tuple(chosen)
+
+    def run(self, feeds: dict[str, Any], known: MutableMapping[str, Any]
+            ) -> tuple[CapturePlan, list[Any], dict[str, Any]] | None:
+        """(plan, results, values by name) of the inlined model for the branches taken
+        last time; None where there is none yet or this run takes other branches
+        (``known``: the inputs and initializers, which a condition may be)."""
+        if self.last is None:
+            return None
+        if self.last not in self._found:
+            self._found[self.last] = self._build(self.last)
+        inlined = self._found[self.last]
+        if inlined is None:
+            return None
+        try:
+            results = inlined.run(inlined.plan.run_names, feeds)
+        except Exception as error:  # a branch not taken now may fail: the run is done the long way
+            LOGGER.info("eager.run reruns with the If branches of this call: %s", error)
+            return None
+        local = dict(zip(inlined.plan.run_names, results))
+        if self.taken(collections.ChainMap(local, known)) != self.last:
+            return None
+        return inlined.plan, results, local
+
+    def _build(self, chosen: tuple[bool, ...]) -> _Branch | None:
+        from dsl.onnxruntime_limits import max_ir_version
+
+        proto = onnx.ModelProto(ir_version=min(self.model.ir_version, max_ir_version()))
+        proto.opset_import.extend(self.model.opset_import)
+        proto.functions.extend(self.model.functions)
+        graph = proto.graph
+        source = self.model.graph
+        graph.name = source.name
+        graph.input.extend(source.input)
+        graph.initializer.extend(source.initializer)
+        graph.sparse_initializer.extend(source.sparse_initializer)
+        graph.output.extend(source.output)
+        replaced = {index: (node, prefix, then) for (index, node, prefix), then in zip(self.ifs, chosen)}
+        for index, node in enumerate(source.node):
+            if index in replaced:
+                _inline_branch(graph, *replaced[index])
+            else:
+                graph.node.append(node)
+        functions = {(f.domain, f.name): f for f in self.model.functions}
+        plan = CapturePlan(graph, None, [o.name for o in graph.output], functions)
+        defined = [name for node in graph.node for name in node.output if name]
+        defined += [t.name for t in graph.initializer] + [v.name for v in graph.input]
+        if plan.inner or len(set(defined)) != len(defined):  # (a Loop to rerun, or a prefixed name taken)
+            return None
+        listed = {o.name for o in graph.output}
+        for name in plan.run_names:
+            if name not in listed:
+                graph.output.add(name=name)
+                listed.add(name)
+        try:
+            return _Branch(self._session(proto.SerializeToString()), plan)
+        except Exception as error:  # any refusal of onnxruntime's: the run goes the long way
+            LOGGER.info("eager.run keeps If branches in sessions of their own: %s", error)
+            return None
+
+
+def _inline_branch(graph: onnx.GraphProto, node: onnx.NodeProto, prefix: str, then: bool) -> None:
+    """The branch ``node`` takes, in place of ``node``: its names prefixed as captured."""
+    chosen = "then_branch" if then else "else_branch"
+    branch = next(a.g for a in node.attribute if a.name == chosen)
+    local = prefix + chosen + "/"
+    renamed = {t.name: local + t.name for t in branch.initializer}
+    renamed.update((name, local + name) for inner in branch.node for name in inner.output if name)
+    for tensor in branch.initializer:
+        copy = graph.initializer.add()
+        copy.CopyFrom(tensor)
+        copy.name = renamed[tensor.name]
+    for inner in branch.node:
+        copy = graph.node.add()
+        copy.CopyFrom(inner)
+        copy.input[:] = [renamed.get(name, name) for name in inner.input]
+        copy.output[:] = [renamed.get(name, name) for name in inner.output]
+    for output, result in zip(node.output, branch.output):
+        if output:
+            graph.node.add(op_type="Identity", input=[renamed.get(result.name, result.name)], output=[output])
+
+
+def _inlinable_if(node: onnx.NodeProto, functions: set[tuple[str, str]]) -> bool:
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.input:
+        return False
+    branches = [a.g for a in node.attribute if a.name in ("then_branch", "else_branch")
+                and a.type == onnx.AttributeProto.GRAPH]
+    if len(branches) != 2:
+        return False
+    for branch in branches:
+        if branch.sparse_initializer or len(branch.output) != len(node.output):
+            return False
+        for inner in branch.node:
+            if (inner.domain, inner.op_type) in functions or any(
+                    a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in inner.attribute):
+                return False
+    return True

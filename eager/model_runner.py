@@ -187,6 +187,14 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
     if not session.loops_within_limit(feeds):
         return None
+    if session.inlined is not None and session.inlined.last is not None:
+        captured = dict(session.initializer_values())
+        captured.update(feeds)
+        inlined = session.inlined.run(feeds, captured)
+        if inlined is not None:  # (the If branches taken last time, in one session: see InlinedBranches)
+            plan, results, by_name = inlined
+            captured.update(zip(plan.run_names[:plan.n_captured], results))
+            return RunResult([by_name[name] for name in session.output_names], captured)
     try:
         results = session.run(feeds)
     except Exception as error:  # onnxruntime's own classes: the node-by-node run names the node at fault
@@ -203,6 +211,8 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     rerun = _Rerun(session, captured)
     assert session.branches is not None
     capture_graph(session.plan, results, scope, captured, "", session.branches, rerun)
+    if session.inlined is not None:  # (an inlined If is in plan.inner: scope holds every value by name)
+        session.inlined.last = session.inlined.taken(scope)
     return RunResult(outputs, captured)
 
 

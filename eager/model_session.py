@@ -40,7 +40,7 @@ import onnx.numpy_helper
 from dsl import ir
 from dsl.onnxruntime_limits import max_ir_version, max_opset
 from eager.backend_policy import reference_reason
-from eager.captured_values import BranchSessions, CapturePlan
+from eager.captured_values import BranchSessions, CapturePlan, InlinedBranches
 from eager.kernels import LOGGER
 from eager.sessions import MODEL_SESSIONS
 
@@ -52,7 +52,8 @@ class ModelSession:
 
     ``plan`` says which values a captured run asks for and how they are captured
     (:mod:`eager.captured_values`), ``branches`` holds the sessions of the If branches
-    taken; ``proto`` is kept for captured runs only (initializer values, subgraphs to rerun).
+    taken, ``inlined`` the models with the main graph's If nodes replaced by the
+    branches they took; ``proto`` is kept for captured runs only (initializer values, subgraphs to rerun).
     """
 
     __slots__ = (
@@ -62,6 +63,7 @@ class ModelSession:
         "declared",
         "defaults",
         "initial",
+        "inlined",
         "input_names",
         "loop_counts",
         "output_names",
@@ -101,6 +103,10 @@ class ModelSession:
             self.plan = CapturePlan(graph, None if capture is True else capture, self.output_names, functions)
             self.run_names = self.plan.run_names
             self.branches = BranchSessions(proto, lambda branch: _session(branch, base_dir, {}))
+        self.inlined: InlinedBranches | None = None
+        if capture is True and any(node.op_type == "If" for node in graph.node):
+            inlined = InlinedBranches(proto, lambda model: _session(model, base_dir, weights))
+            self.inlined = inlined if inlined.ifs else None
         position = {name: index for index, name in enumerate(self.run_names)}
         self.output_positions = [position[name] for name in self.output_names]
         listed = set(self.output_names)

@@ -523,3 +523,35 @@ def test_capture_inside_a_branch_by_name() -> None:
     assert set(result.values) == {"by_rate/then_branch/t", "is16k"}  # (the else branch did not run)
     everything = eager.run(model, feeds, capture=True)
     np.testing.assert_allclose(result.values["by_rate/then_branch/t"], everything.values["by_rate/then_branch/t"])
+
+
+def test_repeated_captured_runs_follow_the_branch_each_call_takes() -> None:
+    """From the second captured call the If's branch runs inlined in the model (one
+    session); a call taking the other branch is done again with that branch."""
+    rng = np.random.default_rng(2)
+
+    def branch(scale: float) -> onnx.GraphProto:
+        weight = onnx.numpy_helper.from_array((rng.standard_normal((3, 3)) * scale).astype(F32), "w")
+        return oh.make_graph([oh.make_node("Constant", [], ["w"], value=weight),
+                              oh.make_node("MatMul", ["x", "w"], ["h"]), oh.make_node("Tanh", ["h"], ["y"])],
+                             "b", [], [oh.make_tensor_value_info("y", TF, None)])
+
+    model = make_model(
+        [oh.make_node("Equal", ["rate", "r16k"], ["is16k"]),
+         oh.make_node("If", ["is16k"], ["out"], then_branch=branch(1.0), else_branch=branch(2.0), name="by_rate"),
+         oh.make_node("Neg", ["out"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, [1, 3]), oh.make_tensor_value_info("rate", onnx.TensorProto.INT64, [])],
+        [oh.make_tensor_value_info("y", TF, [1, 3])],
+        [onnx.numpy_helper.from_array(np.array(16000, np.int64), "r16k")])
+    x = np.array([[0.5, -1.0, 2.0]], F32)
+    for rate in (16000, 16000, 16000, 8000, 8000, 16000):
+        feeds = {"x": x, "rate": np.array(rate, np.int64)}
+        result = eager.run(model, feeds, capture=True)
+        slow = eager.run(model, feeds, capture=True, node_by_node=True)
+        assert list(result.values) == list(slow.values), rate
+        for name, value in slow.values.items():
+            np.testing.assert_allclose(result.values[name], value, rtol=1e-6, err_msg=f"{rate}: {name}")
+        np.testing.assert_allclose(result.outputs[0], ort_run(model, feeds)[0], rtol=1e-6)
+        chosen = "then_branch" if rate == 16000 else "else_branch"
+        np.testing.assert_allclose(result.values[f"by_rate/{chosen}/y"],
+                                   np.tanh(x @ result.values[f"by_rate/{chosen}/w"]), rtol=1e-5)
