@@ -252,7 +252,7 @@ MUTATIONS = [
              "size = short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))",
              "size = short_lengths[len(raw) % 128]", WIRE),
     Mutation("SP6", "an inlined If branch trusted when this call takes the other", "eager/captured_values.py",
-             "        if self.taken(collections.ChainMap(local, known)) != self.last:",
+             "        if self.taken(local, known) != self.last:",
              "        if False:", ("tests/test_eager_run.py",)),
 ]
 

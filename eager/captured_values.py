@@ -242,7 +242,7 @@ class InlinedBranches:
     where they do not is done again the long way.
     """
 
-    __slots__ = ("_found", "_session", "ifs", "last", "model")
+    __slots__ = ("_found", "_session", "conditions", "ifs", "last", "model")
 
     def __init__(self, model: onnx.ModelProto, session: Callable[[bytes], Any]) -> None:
         self.model = model
@@ -250,20 +250,23 @@ class InlinedBranches:
         functions = {(f.domain, f.name) for f in model.functions}
         self.ifs = [(index, node, f"{node.name or f'{node.op_type}{index}'}/") for index, node in
                     enumerate(model.graph.node) if _inlinable_if(node, functions)]
+        self.conditions = [node.input[0] for _, node, _ in self.ifs]
         self.last: tuple[bool, ...] | None = None
         self._found: dict[tuple[bool, ...], _Branch | None] = {}
 
-    def taken(self, scope: Mapping[str, Any]) -> tuple[bool, ...] | None:
-        """The branch each inlinable If takes, by the conditions in ``scope``."""
+    def taken(self, scope: Mapping[str, Any], known: Mapping[str, Any] | None = None) -> tuple[bool, ...] | None:
+        """The branch each inlinable If takes, by the conditions in ``scope`` (or ``known``)."""
         chosen = []
-        for _, node, _ in self.ifs:
-            condition = scope.get(node.input[0])
+        for name in self.conditions:
+            condition = scope.get(name)
+            if condition is None and known is not None:
+                condition = known.get(name)
             if not isinstance(condition, np.ndarray) or condition.size != 1:
                 return None
             chosen.append(bool(condition.reshape(())))
         return tuple(chosen)
 
-    def run(self, feeds: dict[str, Any], known: MutableMapping[str, Any]
+    def run(self, feeds: dict[str, Any], known: Mapping[str, Any]
             ) -> tuple[CapturePlan, list[Any], dict[str, Any]] | None:
         """(plan, results, values by name) of the inlined model for the branches taken
         last time; None where there is none yet or this run takes other branches
@@ -281,7 +284,7 @@ class InlinedBranches:
             LOGGER.info("eager.run reruns with the If branches of this call: %s", error)
             return None
         local = dict(zip(inlined.plan.run_names, results))
-        if self.taken(collections.ChainMap(local, known)) != self.last:
+        if self.taken(local, known) != self.last:
             return None
         return inlined.plan, results, local
 
