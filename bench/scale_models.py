@@ -4,7 +4,14 @@
   default) are written straight to an external-data file, one layer at a time, so the
   process building it never holds them all;
 - :func:`cnn`, :func:`transformer_encoder`, :func:`lstm`: small realistic models for the
-  ``eager.run(capture=True)`` against one onnxruntime session comparison.
+  ``eager.run(capture=True)`` against one onnxruntime session comparison;
+- :func:`torch_transformer_encoder`, :func:`torch_lstm`: ``nn.TransformerEncoder`` and
+  ``nn.LSTM`` as ``torch.onnx.export`` writes them (the TorchScript exporter, which needs
+  no onnxscript; None without torch);
+- :func:`branch_weights_model`: a voice-activity detector shaped like silero-vad's: a main
+  graph of three nodes whose If picks one of two branches, each holding its weights in
+  Constant nodes, a convolutional STFT and encoder, an LSTM cell over a state input and a
+  dense head.
 """
 
 from __future__ import annotations
@@ -166,4 +173,121 @@ def lstm(layers: int = 2, features: int = 64, hidden: int = 256, steps: int = 50
     return oh.make_model(graph, opset_imports=OPSET, ir_version=10), feeds
 
 
-SMALL_MODELS = {"CNN (ResNet-18)": cnn, "transformer encoder": transformer_encoder, "LSTM": lstm}
+def _torch_exported(module: object, example: np.ndarray) -> onnx.ModelProto:
+    import io
+    import warnings
+
+    import torch
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():  # (the TorchScript exporter's deprecation notice)
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.from_numpy(example),), buffer, dynamo=False, opset_version=17,
+                          input_names=["x"])
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def torch_transformer_encoder() -> tuple[onnx.ModelProto, dict[str, np.ndarray]] | None:
+    """``nn.TransformerEncoder`` (4 layers, d_model 128, 4 heads) exported by torch, eval mode."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
+    x = np.random.default_rng(4).standard_normal((1, 32, 128)).astype(np.float32)
+    return _torch_exported(encoder, x), {"x": x}
+
+
+def torch_lstm() -> tuple[onnx.ModelProto, dict[str, np.ndarray]] | None:
+    """``nn.LSTM`` (2 layers, 64 -> 128) over 20 steps exported by torch, eval mode."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    x = np.random.default_rng(5).standard_normal((20, 1, 64)).astype(np.float32)
+    return _torch_exported(torch.nn.LSTM(64, 128, num_layers=2).eval(), x), {"x": x}
+
+
+def _constant(rng: np.random.Generator, name: str, shape: tuple[int, ...], scale: float = 0.1) -> onnx.NodeProto:
+    array = (rng.standard_normal(shape) * scale).astype(np.float32)
+    return oh.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(array, name))
+
+
+def _int_constant(name: str, values: list[int]) -> onnx.NodeProto:
+    return oh.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(np.array(values, np.int64), name))
+
+
+def _detector_branch(seed: int, stride: int, hidden: int = 64) -> onnx.GraphProto:
+    """One branch: framing by a strided Conv (STFT-like, magnitude from the halves), four
+    Conv+Relu layers down to one frame, an LSTM step from ``state``, a sigmoid head."""
+    rng = np.random.default_rng(seed)
+    bins, window = 65, 128
+    nodes = [_int_constant("frame_shape", [1, 1, 512]), oh.make_node("Reshape", ["input", "frame_shape"], ["framed"]),
+             _constant(rng, "stft_w", (2 * bins, 1, window)),
+             oh.make_node("Conv", ["framed", "stft_w"], ["spectrum"], strides=[stride], kernel_shape=[window])]
+    nodes += [_int_constant("real_at", [0]), _int_constant("imag_at", [bins]), _int_constant("end_at", [2 * bins]),
+              _int_constant("channel_axis", [1]),
+              oh.make_node("Slice", ["spectrum", "real_at", "imag_at", "channel_axis"], ["real"]),
+              oh.make_node("Slice", ["spectrum", "imag_at", "end_at", "channel_axis"], ["imag"]),
+              oh.make_node("Mul", ["real", "real"], ["real2"]), oh.make_node("Mul", ["imag", "imag"], ["imag2"]),
+              oh.make_node("Add", ["real2", "imag2"], ["power"]), oh.make_node("Sqrt", ["power"], ["magnitude"])]
+    x, channels = "magnitude", bins
+    for layer, (width, step) in enumerate(((128, 1), (64, 2), (64, 2), (hidden, 2))):
+        nodes += [_constant(rng, f"enc{layer}_w", (width, channels, 3), float(np.sqrt(2 / (3 * channels)))),
+                  _constant(rng, f"enc{layer}_b", (width,), 0.01),
+                  oh.make_node("Conv", [x, f"enc{layer}_w", f"enc{layer}_b"], [f"enc{layer}_c"], pads=[1, 1],
+                               strides=[step], kernel_shape=[3]),
+                  oh.make_node("Relu", [f"enc{layer}_c"], [f"enc{layer}"])]
+        x, channels = f"enc{layer}", width
+    nodes += [_int_constant("time_axis", [2]), _int_constant("last", [-1]), _int_constant("big", [2**31]),
+              oh.make_node("Slice", [x, "last", "big", "time_axis"], ["last_frame"]),
+              oh.make_node("Transpose", ["last_frame"], ["step_in"], perm=[2, 0, 1]),
+              _int_constant("h_at", [0]), _int_constant("c_at", [1]), _int_constant("state_end", [2]),
+              _int_constant("state_axis", [0]),
+              oh.make_node("Slice", ["state", "h_at", "c_at", "state_axis"], ["h0"]),
+              oh.make_node("Slice", ["state", "c_at", "state_end", "state_axis"], ["c0"]),
+              _constant(rng, "lstm_w", (1, 4 * hidden, hidden)), _constant(rng, "lstm_r", (1, 4 * hidden, hidden)),
+              _constant(rng, "lstm_b", (1, 8 * hidden), 0.01),
+              oh.make_node("LSTM", ["step_in", "lstm_w", "lstm_r", "lstm_b", "", "h0", "c0"], ["", "h1", "c1"],
+                           hidden_size=hidden),
+              oh.make_node("Concat", ["h1", "c1"], ["state_out"], axis=0),
+              oh.make_node("Squeeze", ["h1", "state_axis"], ["features"]),
+              oh.make_node("Relu", ["features"], ["features_relu"]),
+              _constant(rng, "head_w", (hidden, 1)), _constant(rng, "head_b", (1,), 0.01),
+              oh.make_node("MatMul", ["features_relu", "head_w"], ["head_mm"]),
+              oh.make_node("Add", ["head_mm", "head_b"], ["logit"]),
+              oh.make_node("Sigmoid", ["logit"], ["probability"])]
+    return oh.make_graph(nodes, f"detector_stride{stride}", [],
+                         [oh.make_tensor_value_info("probability", F, [1, 1]),
+                          oh.make_tensor_value_info("state_out", F, [2, 1, hidden])])
+
+
+def branch_weights_model(hidden: int = 64) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """silero-vad's structure: ``If(sr == 16000)`` over two branches that hold every weight."""
+    nodes = [oh.make_node("Constant", [], ["rate_16k"], value=onnx.numpy_helper.from_array(np.array(16000, np.int64))),
+             oh.make_node("Equal", ["sr", "rate_16k"], ["is_16k"]),
+             oh.make_node("If", ["is_16k"], ["output", "stateN"], name="by_rate",
+                          then_branch=_detector_branch(6, 64, hidden), else_branch=_detector_branch(7, 32, hidden))]
+    graph = oh.make_graph(nodes, "detector",
+                          [oh.make_tensor_value_info("input", F, [1, 512]),
+                           oh.make_tensor_value_info("state", F, [2, 1, hidden]),
+                           oh.make_tensor_value_info("sr", onnx.TensorProto.INT64, [])],
+                          [oh.make_tensor_value_info("output", F, [1, 1]),
+                           oh.make_tensor_value_info("stateN", F, [2, 1, hidden])])
+    rng = np.random.default_rng(8)
+    feeds = {"input": rng.standard_normal((1, 512)).astype(np.float32),
+             "state": np.zeros((2, 1, hidden), np.float32), "sr": np.array(16000, np.int64)}
+    return oh.make_model(graph, opset_imports=OPSET, ir_version=10), feeds
+
+
+SMALL_MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]] | None]] = {
+    "CNN (ResNet-18)": cnn,
+    "transformer encoder": transformer_encoder,
+    "LSTM": lstm,
+    "torch TransformerEncoder": torch_transformer_encoder,
+    "torch LSTM": torch_lstm,
+    "If branches (silero-like)": branch_weights_model,
+}

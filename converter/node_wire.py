@@ -35,6 +35,7 @@ _LENGTH_DELIMITED = 2
 _VARINT = 0
 _FIXED32 = 5
 _SMALL_LENGTHS = tuple(bytes([size]) for size in range(128))
+SHORT_LENGTHS = _SMALL_LENGTHS  # (a length under 128 is its own one-byte varint: for loops that inline length_prefix)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MASK64 = 2**64 - 1
 

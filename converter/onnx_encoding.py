@@ -280,15 +280,16 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
     :mod:`converter.node_wire`); a node that needs a live NodeProto after it is written (an
     omitted output a later read may name, a subgraph) goes through the protobuf API, the
     bytes before it merged first so the order stays."""
-    define_outputs = context.define_outputs
+    names, used, define_output = context.names, context.used, context.define_output
     reads = context.read_fields
     read_field = reads.get
     cache = context.export.wire
-    op_type_field, domain_field = cache.op_type_field, cache.domain_field
+    op_type_field, domain_field, op_type_fields = cache.op_type_field, cache.domain_field, cache.op_types
     node_tag = node_wire.FUNCTION_NODE if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_NODE
     OUTPUT, INPUT, NAME = node_wire.NODE_OUTPUT, node_wire.NODE_INPUT, node_wire.NODE_NAME
-    string_field, length_prefix = node_wire.string_field, node_wire.length_prefix
+    length_prefix, short_lengths = node_wire.length_prefix, node_wire.SHORT_LENGTHS
     pending: list[bytes] = []  # encoded nodes not merged into ``parent`` yet
+    append_pending = pending.append
     for node in graph_nodes:
         # The common case, every input a value read or defined before, costs one dict
         # lookup each (an omitted input, None, is no key: it takes the slower way).
@@ -298,19 +299,33 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                 _merge_pending(parent, pending)
             parts = _input_fields(node, context, parent.node, initializers)
         try:
-            for value, name in zip(node.outputs, define_outputs(node)):
+            for index, value in enumerate(node.outputs):
+                # (BodyContext.define_outputs's usual case inlined: a new name, taken as it is)
+                name = value.name
+                if name and name not in used and value not in names:
+                    used.add(name)
+                    names[value] = name
+                else:
+                    name = define_output(value, node, index)
                 if not name:  # omitted: a later read may name it in the written proto
                     raise _NeedsProto
                 raw = name.encode("utf-8")
-                size = length_prefix(len(raw))
+                size = short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))
                 reads[value] = INPUT + size + raw
                 parts.append(OUTPUT + size + raw)
-            domain, op_type = _written_op(node, context)
-            parts.append(op_type_field(op_type))
+            if node.callee is None:
+                op_type = node.op_type
+                parts.append(op_type_fields.get(op_type) or op_type_field(op_type))
+                domain = node.domain
+            else:
+                domain, op_type = _written_op(node, context)
+                parts.append(op_type_field(op_type))
             if domain:
                 parts.append(domain_field(domain))
-            if node.name:
-                parts.append(string_field(NAME, node.name))
+            name = node.name
+            if name:
+                raw = name.encode("utf-8")
+                parts.append(NAME + (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw)
             if node.overload or node.doc_string or node.metadata_props or node.attributes:
                 parts.append(_rare_fields(node, context))
         except (_NeedsProto, UnicodeEncodeError):
@@ -319,7 +334,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
             _emit_node_proto(node, context, parent.node, initializers)
             continue
         body = b"".join(parts)
-        pending.append(node_tag + length_prefix(len(body)) + body)
+        append_pending(node_tag + (short_lengths[len(body)] if len(body) < 128 else length_prefix(len(body))) + body)
     if pending:
         _merge_pending(parent, pending)
 

@@ -62,12 +62,15 @@ def as_value(value: Any) -> Any:
     return array.astype(object) if array.dtype.kind in "US" else array
 
 
+_KNOWN_ELEM_TYPES = frozenset(t.enum for t in types.ELEMENT_TYPES.values())
+
+
 def check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> None:
     if declared is None or not declared.HasField("tensor_type") or not isinstance(value, np.ndarray):
         return
     tensor_type = declared.tensor_type
     elem = values.elem_type_of_array(value)
-    if tensor_type.elem_type and tensor_type.elem_type not in {t.enum for t in types.ELEMENT_TYPES.values()}:
+    if tensor_type.elem_type and tensor_type.elem_type not in _KNOWN_ELEM_TYPES:
         raise ModelLoadError(f"input {name!r} of the model declares the element type {tensor_type.elem_type}, "
                              "which onnx does not define", caller_location(),
                              hint="the file may be damaged; re-export or re-download it")

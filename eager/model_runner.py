@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
-from collections.abc import MutableMapping
+from collections.abc import Callable, Collection, MutableMapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,6 +47,7 @@ from dsl.tensor_protos import tensor_array
 from dsl.tracebacks import user_traceback
 from eager import values
 from eager.call_site import caller_location
+from eager.captured_values import capture_graph, outer_names_of_graph
 from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
 from eager.model_inputs import bind_inputs
 from eager.model_session import ModelSession, prepared, value_signature
@@ -74,7 +75,7 @@ class _Program(NamedTuple):
 def run(
     model_or_function: Any,
     inputs: Any = (),
-    capture: bool = False,
+    capture: bool | Collection[str] | Callable[[str], bool] = False,
     *,
     node_by_node: bool = False,
     stop_after: str | None = None,
@@ -85,8 +86,13 @@ def run(
     of arrays for sequence inputs).  Returns the list of outputs; with ``capture=True`` a
     :class:`RunResult` whose ``values`` holds every input, initializer and node output
     by name (values inside If/Loop bodies and model-local functions under
-    ``"<node>/..."``).  A model runs as one cached session with its intermediate values
-    as extra outputs (:mod:`eager.model_session`); ``node_by_node=True`` runs each node
+    ``"<node>/..."``).  ``capture`` may instead name the values wanted (a list of names:
+    only those are asked of onnxruntime, which keeps its fusions for the rest, and only
+    the If/Loop/function nodes whose inside is named rerun; a name of the main graph that
+    does not exist is an error, a name inside a branch not taken is left out) or be a
+    filter ``name -> bool`` applied to every captured name.  A model runs as one cached
+    session with its intermediate values as extra outputs (:mod:`eager.model_session`,
+    If branches in a session of their own, :mod:`eager.captured_values`); ``node_by_node=True`` runs each node
     in its own one-op session instead, as does ``stop_after`` (a node name or a value
     name: run up to that node, and return its outputs), and so does any model
     onnxruntime refuses as a whole, so that the node at fault is named.
@@ -99,10 +105,43 @@ def run(
     array([0., 2.], dtype=float32)
     """
     inputs = dict(inputs) if isinstance(inputs, dict) else list(inputs)
+    wanted = _capture_selection(capture)
+    found = None
     if not node_by_node and stop_after is None:
-        found = _run_in_one_session(model_or_function, inputs, capture)
-        if found is not None:
-            return found
+        found = _run_in_one_session(model_or_function, inputs, wanted)
+    if found is None:
+        found = _run_node_by_node(model_or_function, inputs, wanted is not False, stop_after)
+    if isinstance(found, RunResult) and not isinstance(capture, bool):
+        return RunResult(found.outputs, _selected(found.values, capture))
+    return found
+
+
+def _capture_selection(capture: Any) -> bool | frozenset[str]:
+    """What the session captures: everything (True, or a filter), nothing, or the names given."""
+    if isinstance(capture, bool) or callable(capture):
+        return capture is not False
+    if isinstance(capture, (str, bytes)) or not all(isinstance(name, str) for name in capture):
+        raise DslTypeError(f"capture={capture!r} is neither a bool, a collection of value names nor a filter",
+                           caller_location(), hint='pass capture=True, capture=["name", ...] or capture=lambda name: ...')
+    return frozenset(capture)
+
+
+def _selected(captured: dict[str, Any], capture: Any) -> dict[str, Any]:
+    """The captured values the caller asked for; a main-graph name that names no value is an error
+    (a name inside a subgraph may belong to a branch this run did not take)."""
+    if callable(capture):
+        return {name: value for name, value in captured.items() if capture(name)}
+    unknown = [name for name in capture if name not in captured and "/" not in name]
+    if unknown:
+        raise EagerError(f"capture names {', '.join(map(repr, sorted(unknown)))}, which the model does not compute",
+                         caller_location(), hint="name inputs, initializers or node outputs of the main graph "
+                         "(values inside a node: '<node>/...')")
+    wanted = set(capture)
+    return {name: value for name, value in captured.items() if name in wanted}
+
+
+def _run_node_by_node(model_or_function: Any, inputs: list[Any] | dict[str, Any], capture: bool,
+                      stop_after: str | None) -> Any:
     program = _load(model_or_function)
     check_program_protos(program.graph, program.functions.values(), "the model")
     env: dict[str, Any] = {}
@@ -136,7 +175,7 @@ def run(
 _DEFAULT: Any = object()  # an initializer listed as an input: bound unless the caller gives it
 
 
-def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: bool) -> Any:
+def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: bool | frozenset[str]) -> Any:
     """The run in one whole-model session, or None where it must run node by node."""
     given = inputs.values() if isinstance(inputs, dict) else inputs
     signature = tuple(value_signature(v) for v in given)
@@ -150,36 +189,53 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
     if not session.loops_within_limit(feeds):
         return None
+    if session.inlined is not None and session.inlined.last is not None:
+        captured = dict(session.initializer_values())
+        captured.update(feeds)
+        inlined = session.inlined.run(feeds, captured)
+        if inlined is not None:  # (the If branches taken last time, in one session: see InlinedBranches)
+            plan, results, by_name = inlined
+            captured.update(zip(plan.run_names[:plan.n_captured], results))
+            return RunResult([by_name[name] for name in session.output_names], captured)
     try:
         results = session.run(feeds)
     except Exception as error:  # onnxruntime's own classes: the node-by-node run names the node at fault
         LOGGER.info("eager.run runs node by node: onnxruntime failed on the whole model: %s", error)
         return None
-    n_outputs = len(session.output_names)
-    if not capture:
-        return results[:n_outputs]
-    computed = dict(zip(session.run_names, results))
+    outputs = [results[index] for index in session.output_positions]
+    if session.plan is None:
+        return outputs
     captured = dict(session.initializer_values())
-    captured.update((name, value) for name, value in env.items() if value is not _DEFAULT)
-    _capture_nodes(session, computed, captured)
-    return RunResult(results[:n_outputs], captured)
+    captured.update(feeds)
+    scope: MutableMapping[str, Any] = captured
+    if session.plan.inner:  # (reruns read values by their own names, captured or not)
+        scope = collections.ChainMap(dict(zip(session.run_names, results)), dict(captured))
+    rerun = _Rerun(session, captured)
+    assert session.branches is not None
+    capture_graph(session.plan, results, scope, captured, "", session.branches, rerun)
+    if session.inlined is not None:  # (an inlined If is in plan.inner: scope holds every value by name)
+        session.inlined.last = session.inlined.taken(scope)
+    return RunResult(outputs, captured)
 
 
-def _capture_nodes(session: ModelSession, computed: dict[str, Any], captured: dict[str, Any]) -> None:
-    """Node outputs in execution order; If/Loop/function-call nodes rerun node by node
-    for the values inside their bodies (their own outputs stay the session's)."""
-    assert session.proto is not None
-    proto = session.proto
-    functions = {(f.domain, f.name): f for f in proto.functions}
-    program = _Program(proto.graph, _opset_dict(proto.opset_import), functions, {})
-    runner = _Runner(program, captured, None)
-    for index, (node, names) in enumerate(zip(proto.graph.node, session.produced)):
-        inner = (node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop")) or (
-            (node.domain, node.op_type) in functions)
-        if inner:
-            runner.run_node_at(index, node, collections.ChainMap({}, captured), {}, "")
-        for name in names:
-            captured[name] = computed[name]
+class _Rerun:
+    """Reruns a node node by node for the values inside it (its runner built when first needed)."""
+
+    __slots__ = ("_captured", "_runner", "_session")
+
+    def __init__(self, session: ModelSession, captured: dict[str, Any]) -> None:
+        self._session = session
+        self._captured = captured
+        self._runner: _Runner | None = None
+
+    def __call__(self, index: int, node: onnx.NodeProto, env: Any, attributes: dict[str, Any], prefix: str) -> None:
+        if self._runner is None:
+            proto = self._session.proto
+            assert proto is not None
+            functions = {(f.domain, f.name): f for f in proto.functions}
+            program = _Program(proto.graph, _opset_dict(proto.opset_import), functions, {})
+            self._runner = _Runner(program, self._captured, None)
+        self._runner.run_node_at(index, node, env, attributes, prefix)
 
 
 # ------------------------------------------------------------------------- loading
@@ -262,25 +318,6 @@ def _graph_attributes(node: onnx.NodeProto) -> list[onnx.GraphProto]:
         elif attribute.type == onnx.AttributeProto.GRAPHS:
             found.extend(attribute.graphs)
     return found
-
-
-def _outer_names(graph: onnx.GraphProto) -> list[str]:
-    """Names a subgraph reads that it does not define (read from enclosing scopes), in order."""
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    used: dict[str, None] = {}
-    for node in graph.node:
-        for name in node.input:
-            if name and name not in defined:
-                used.setdefault(name, None)
-        for sub in _graph_attributes(node):
-            for name in _outer_names(sub):
-                if name not in defined:
-                    used.setdefault(name, None)
-        defined.update(node.output)
-    for output in graph.output:
-        if output.name not in defined:
-            used.setdefault(output.name, None)
-    return list(used)
 
 
 class _Stopped(Exception):
@@ -475,7 +512,7 @@ class _Runner:
         if subgraphs:
             names: dict[str, None] = {}
             for sub in subgraphs:
-                for name in _outer_names(sub):
+                for name in outer_names_of_graph(sub):
                     names.setdefault(name, None)
             outer = tuple((name, _signature(env[name])) for name in names if name in env)
             arrays += [env[name] for name, _ in outer]

@@ -40,6 +40,7 @@ import onnx.numpy_helper
 from dsl import ir
 from dsl.onnxruntime_limits import max_ir_version, max_opset
 from eager.backend_policy import reference_reason
+from eager.captured_values import BranchSessions, CapturePlan, InlinedBranches
 from eager.kernels import LOGGER
 from eager.sessions import MODEL_SESSIONS
 
@@ -49,28 +50,33 @@ __all__ = ["ModelSession", "prepared"]
 class ModelSession:
     """A session over a whole model, and what a run needs to bind inputs and name values.
 
-    ``produced`` lists, per main-graph node, the names of its outputs (captured runs);
-    ``proto`` is kept for captured runs only (initializer values, subgraphs to rerun).
+    ``plan`` says which values a captured run asks for and how they are captured
+    (:mod:`eager.captured_values`), ``branches`` holds the sessions of the If branches
+    taken, ``inlined`` the models with the main graph's If nodes replaced by the
+    branches they took; ``proto`` is kept for captured runs only (initializer values, subgraphs to rerun).
     """
 
     __slots__ = (
         "_run",
         "base_dir",
+        "branches",
         "declared",
         "defaults",
         "initial",
+        "inlined",
         "input_names",
         "loop_counts",
         "output_names",
+        "output_positions",
         "owner",
-        "produced",
+        "plan",
         "proto",
         "run_names",
         "weights",
     )
 
     def __init__(self, proto: onnx.ModelProto, serialized: bytes | str, base_dir: str | None,
-                 capture: bool, owner: Any, weights: dict[str, np.ndarray]) -> None:
+                 capture: bool | frozenset[str], owner: Any, weights: dict[str, np.ndarray]) -> None:
         graph = proto.graph
         self.owner = owner  # (held so that an identity key stays unique while cached)
         self.base_dir = base_dir
@@ -86,16 +92,25 @@ class ModelSession:
             _scalar_count(onnx.numpy_helper.to_array(fixed[name], base_dir or "")) if name in fixed else name
             for name in counts
         ]
-        self.produced = [[name for name in node.output if name] for node in graph.node] if capture else []
-        self.proto = proto if capture else None
+        self.proto = proto if capture is not False else None
         self.initial: dict[str, Any] | None = None
         self.weights = weights  # (held: onnxruntime runs on these very buffers)
-        extra: list[str] = []
-        seen = set(self.output_names)
-        for names in self.produced:
-            extra += [name for name in names if name not in seen]
-            seen.update(names)
-        self.run_names = self.output_names + extra
+        self.plan: CapturePlan | None = None
+        self.branches: BranchSessions | None = None
+        self.run_names = self.output_names
+        if capture is not False:
+            functions = {(f.domain, f.name): f for f in proto.functions}
+            self.plan = CapturePlan(graph, None if capture is True else capture, self.output_names, functions)
+            self.run_names = self.plan.run_names
+            self.branches = BranchSessions(proto, lambda branch: _session(branch, base_dir, {}))
+        self.inlined: InlinedBranches | None = None
+        if capture is True and any(node.op_type == "If" for node in graph.node):
+            inlined = InlinedBranches(proto, lambda model: _session(model, base_dir, weights))
+            self.inlined = inlined if inlined.ifs else None
+        position = {name: index for index, name in enumerate(self.run_names)}
+        self.output_positions = [position[name] for name in self.output_names]
+        listed = set(self.output_names)
+        extra = [name for name in self.run_names if name not in listed]
         model_bytes = serialized
         if extra or proto.ir_version > max_ir_version():
             if isinstance(model_bytes, str):
@@ -111,6 +126,8 @@ class ModelSession:
     def loops_within_limit(self, feeds: dict[str, Any]) -> bool:
         """Whether every Loop's trip count (an input fed now, or an initializer) is within
         eager's bound on Loop iterations; when not, the node-by-node run refuses the Loop."""
+        if not self.loop_counts:
+            return True
         from dsl.limits import current_limits
 
         limit = current_limits().loop_iterations
@@ -166,7 +183,7 @@ def _appended_outputs(names: list[str], ir_version: int) -> bytes:
     return tail.SerializeToString()
 
 
-def prepared(obj: Any, capture: bool, signature: tuple[Any, ...]) -> ModelSession | None:
+def prepared(obj: Any, capture: bool | frozenset[str], signature: tuple[Any, ...]) -> ModelSession | None:
     """The cached session running ``obj`` whole, or None where it must run node by node."""
     source = _source_key(obj)
     if source is None:
@@ -178,7 +195,7 @@ def prepared(obj: Any, capture: bool, signature: tuple[Any, ...]) -> ModelSessio
     return found if isinstance(found, ModelSession) else None
 
 
-def _build(obj: Any, capture: bool) -> ModelSession | _Refused:
+def _build(obj: Any, capture: bool | frozenset[str]) -> ModelSession | _Refused:
     try:
         proto, serialized, base_dir, weights = _model(obj)
     except Exception as error:  # the node-by-node runner reports an unreadable model with its own words

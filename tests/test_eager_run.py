@@ -421,3 +421,137 @@ def test_backend_data_model(model_dir: str) -> None:
         else:
             np.testing.assert_allclose(np.asarray(value, dtype=np.float64), want.astype(np.float64),
                                        rtol=1e-3, atol=1e-5)
+
+
+# ------------------------------------------------------------------ choosing what to capture
+
+
+def _encoder_like() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((4, 4)).astype(F32), "w")
+    model = make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["mm"]), oh.make_node("Relu", ["mm"], ["act"]),
+         oh.make_node("Add", ["act", "x"], ["res"]), oh.make_node("Neg", ["res"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, [2, 4])], [oh.make_tensor_value_info("y", TF, [2, 4])], [w])
+    return model, {"x": rng.standard_normal((2, 4)).astype(F32)}
+
+
+def test_capture_named_values_only() -> None:
+    model, feeds = _encoder_like()
+    x, w = feeds["x"], onnx.numpy_helper.to_array(model.graph.initializer[0])
+    result = eager.run(model, feeds, capture=["act", "x"])
+    assert set(result.values) == {"act", "x"}
+    np.testing.assert_allclose(result.values["act"], np.maximum(x @ w, 0), rtol=1e-5)
+    np.testing.assert_allclose(result.outputs[0], ort_run(model, feeds)[0])
+    # the same selection node by node gives the same values
+    slow = eager.run(model, feeds, capture=("act", "x"), node_by_node=True)
+    assert set(slow.values) == {"act", "x"}
+    np.testing.assert_allclose(slow.values["act"], result.values["act"])
+
+
+def test_capture_filter_and_everything() -> None:
+    model, feeds = _encoder_like()
+    everything = eager.run(model, feeds, capture=True)
+    assert list(everything.values) == ["w", "x", "mm", "act", "res", "y"]
+    filtered = eager.run(model, feeds, capture=lambda name: name.startswith("r"))
+    assert list(filtered.values) == ["res"]
+    np.testing.assert_allclose(filtered.values["res"], everything.values["res"])
+
+
+def test_capture_of_an_unknown_name_is_an_error() -> None:
+    model, feeds = _encoder_like()
+    with pytest.raises(EagerError, match="'mmm'"):
+        eager.run(model, feeds, capture=["mmm"])
+    with pytest.raises(DslTypeError, match="capture="):
+        eager.run(model, feeds, capture="act")
+
+
+def _weights_in_branches() -> onnx.ModelProto:
+    """silero-vad's shape in small: the If's branches hold the weights in Constant nodes."""
+    rng = np.random.default_rng(1)
+
+    def branch(scale: float, nested: bool) -> onnx.GraphProto:
+        weight = onnx.numpy_helper.from_array((rng.standard_normal((3, 3)) * scale).astype(F32), "w")
+        nodes = [oh.make_node("Constant", [], ["w"], value=weight), oh.make_node("MatMul", ["x", "w"], ["h"]),
+                 oh.make_node("Tanh", ["h"], ["t"])]
+        if nested:  # an If inside the branch, reading a value of the main graph
+            inner_then = oh.make_graph([oh.make_node("Mul", ["t", "t"], ["sq"])], "it", [],
+                                       [oh.make_tensor_value_info("sq", TF, None)])
+            inner_else = oh.make_graph([oh.make_node("Neg", ["t"], ["ng"])], "ie", [],
+                                       [oh.make_tensor_value_info("ng", TF, None)])
+            nodes.append(oh.make_node("If", ["flag"], ["out"], then_branch=inner_then, else_branch=inner_else,
+                                      name="inner"))
+        else:
+            nodes.append(oh.make_node("Identity", ["t"], ["out"]))
+        return oh.make_graph(nodes, "b", [], [oh.make_tensor_value_info("out", TF, None)])
+
+    return make_model(
+        [oh.make_node("Equal", ["rate", "r16k"], ["is16k"]),
+         oh.make_node("If", ["is16k"], ["y"], then_branch=branch(1.0, True), else_branch=branch(2.0, False),
+                      name="by_rate")],
+        [oh.make_tensor_value_info("x", TF, [1, 3]), oh.make_tensor_value_info("rate", onnx.TensorProto.INT64, []),
+         oh.make_tensor_value_info("flag", onnx.TensorProto.BOOL, [])],
+        [oh.make_tensor_value_info("y", TF, [1, 3])],
+        [onnx.numpy_helper.from_array(np.array(16000, np.int64), "r16k")])
+
+
+@pytest.mark.parametrize(("rate", "flag"), [(16000, True), (16000, False), (8000, True)])
+def test_if_branches_captured_in_sessions_of_their_own(rate, flag) -> None:
+    model = _weights_in_branches()
+    feeds = {"x": np.array([[0.5, -1.0, 2.0]], F32), "rate": np.array(rate, np.int64), "flag": np.array(flag)}
+    eager.clear_cache()
+    result = eager.run(model, feeds, capture=True)
+    # no one-op kernel was built: the branch taken ran as a session, like the model
+    assert eager.cache_info().currsize == 0
+    slow = eager.run(model, feeds, capture=True, node_by_node=True)
+    assert list(result.values) == list(slow.values)
+    for name, value in slow.values.items():
+        np.testing.assert_allclose(result.values[name], value, rtol=1e-6, err_msg=name)
+    np.testing.assert_allclose(result.outputs[0], ort_run(model, feeds)[0], rtol=1e-6)
+    chosen = "then_branch" if rate == 16000 else "else_branch"
+    t = result.values[f"by_rate/{chosen}/t"]
+    np.testing.assert_allclose(t, np.tanh(feeds["x"] @ result.values[f"by_rate/{chosen}/w"]), rtol=1e-5)
+    if rate == 16000:
+        inner = "by_rate/then_branch/inner/" + ("then_branch/sq" if flag else "else_branch/ng")
+        np.testing.assert_allclose(result.values[inner], t * t if flag else -t, rtol=1e-6)
+
+
+def test_capture_inside_a_branch_by_name() -> None:
+    model = _weights_in_branches()
+    feeds = {"x": np.array([[0.5, -1.0, 2.0]], F32), "rate": np.array(16000, np.int64), "flag": np.array(True)}
+    result = eager.run(model, feeds, capture=["by_rate/then_branch/t", "by_rate/else_branch/t", "is16k"])
+    assert set(result.values) == {"by_rate/then_branch/t", "is16k"}  # (the else branch did not run)
+    everything = eager.run(model, feeds, capture=True)
+    np.testing.assert_allclose(result.values["by_rate/then_branch/t"], everything.values["by_rate/then_branch/t"])
+
+
+def test_repeated_captured_runs_follow_the_branch_each_call_takes() -> None:
+    """From the second captured call the If's branch runs inlined in the model (one
+    session); a call taking the other branch is done again with that branch."""
+    rng = np.random.default_rng(2)
+
+    def branch(scale: float) -> onnx.GraphProto:
+        weight = onnx.numpy_helper.from_array((rng.standard_normal((3, 3)) * scale).astype(F32), "w")
+        return oh.make_graph([oh.make_node("Constant", [], ["w"], value=weight),
+                              oh.make_node("MatMul", ["x", "w"], ["h"]), oh.make_node("Tanh", ["h"], ["y"])],
+                             "b", [], [oh.make_tensor_value_info("y", TF, None)])
+
+    model = make_model(
+        [oh.make_node("Equal", ["rate", "r16k"], ["is16k"]),
+         oh.make_node("If", ["is16k"], ["out"], then_branch=branch(1.0), else_branch=branch(2.0), name="by_rate"),
+         oh.make_node("Neg", ["out"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, [1, 3]), oh.make_tensor_value_info("rate", onnx.TensorProto.INT64, [])],
+        [oh.make_tensor_value_info("y", TF, [1, 3])],
+        [onnx.numpy_helper.from_array(np.array(16000, np.int64), "r16k")])
+    x = np.array([[0.5, -1.0, 2.0]], F32)
+    for rate in (16000, 16000, 16000, 8000, 8000, 16000):
+        feeds = {"x": x, "rate": np.array(rate, np.int64)}
+        result = eager.run(model, feeds, capture=True)
+        slow = eager.run(model, feeds, capture=True, node_by_node=True)
+        assert list(result.values) == list(slow.values), rate
+        for name, value in slow.values.items():
+            np.testing.assert_allclose(result.values[name], value, rtol=1e-6, err_msg=f"{rate}: {name}")
+        np.testing.assert_allclose(result.outputs[0], ort_run(model, feeds)[0], rtol=1e-6)
+        chosen = "then_branch" if rate == 16000 else "else_branch"
+        np.testing.assert_allclose(result.values[f"by_rate/{chosen}/y"],
+                                   np.tanh(x @ result.values[f"by_rate/{chosen}/w"]), rtol=1e-5)
