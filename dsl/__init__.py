@@ -32,6 +32,7 @@ from dsl.errors import (
     OpAttributeError,
     OpCallError,
     SourceUnavailableError,
+    StaticAssertionError,
     UnknownOpError,
     UnsafePathError,
     UnsupportedSyntaxError,
@@ -117,7 +118,7 @@ __all__ = [
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
-    "LimitExceededError", "UnsafePathError", "raised_limits",
+    "LimitExceededError", "UnsafePathError", "raised_limits", "StaticAssertionError",
 ]
 
 
@@ -130,6 +131,15 @@ def _run_op_eagerly(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 
 
 hooks.run_op_eagerly = _run_op_eagerly
+
+
+def _eager_tensor(array: Any) -> Any:
+    from eager.tensor import EagerTensor
+
+    return EagerTensor(array)
+
+
+hooks.eager_tensor = _eager_tensor
 
 
 def __getattr__(name: str) -> Any:

@@ -216,6 +216,8 @@ class StatementCompiler(_CompilerBase):
 
     # ------------------------------------------------------------------ exits
     def visit_Return(self, node: ast.Return) -> ReturnExit:
+        if self.__dict__.get("in_helper") and self.loop_depth == 0:
+            return self.helper_return(node)
         if self.loop_depth > 0:
             raise UnsupportedSyntaxError(
                 "return inside a loop is not supported",
