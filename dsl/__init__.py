@@ -39,9 +39,10 @@ from dsl.errors import (
 )
 
 if TYPE_CHECKING:
-    from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
+    from dsl.frontend.weights import Initializer, initializer, sparse_initializer, sparse_tensor
     from dsl.limits import raised_limits
     from dsl.loaded_model import LoadedModel, load
+    from dsl.model_weights import WeightsLoadError, initializers, load_weights
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN: Opset, for editors)
     from dsl.op_signatures import opset as opset
     from dsl.opsets import Op, Opset
@@ -96,7 +97,9 @@ _LAZY: dict[str, str] = {
     "Opset": "dsl.opsets",
     "Initializer": "dsl.frontend.weights",
     "initializer": "dsl.frontend.weights",
-    "load_weights": "dsl.frontend.weights",
+    "load_weights": "dsl.model_weights",
+    "initializers": "dsl.model_weights",
+    "WeightsLoadError": "dsl.model_weights",
     "sparse_initializer": "dsl.frontend.weights",
     "sparse_tensor": "dsl.frontend.weights",
     "load": "dsl.loaded_model",
@@ -109,7 +112,7 @@ _LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", "Te
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "export_onnx_lib", "Op", "Opset",
-    "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
+    "Initializer", "initializer", "initializers", "WeightsLoadError", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
     "BFLOAT16", "BOOL", "COMPLEX64", "COMPLEX128", "DOUBLE", "FLOAT", "FLOAT4E2M1",
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
