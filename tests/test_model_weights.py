@@ -86,7 +86,7 @@ def test_a_state_dict_naming_a_callable_is_refused(tmp_path: Path, capsys: pytes
 def test_a_file_of_another_kind_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "weights.pkl"
     path.write_bytes(pickle.dumps({"w": np.ones(2)}))
-    with pytest.raises(WeightsLoadError, match="neither an .npz nor a torch"):
+    with pytest.raises(WeightsLoadError, match=r"neither an \.npz nor a torch"):
         dsl.load_weights(path)
 
 
