@@ -71,6 +71,8 @@ STATEMENTS: list[tuple[str, type[DslError] | None]] = [
     ("if isinstance(SCALES, list) and len(SCALES) > {j}:\n    x = x + SCALES[{j}]", None),
     ("x = x + LAYERS[{j}][\"b\"] * 2.0", None),
     ("outs = []\nfor layer in LAYERS:\n    outs.append(op.MatMul(x, layer[\"w\"]))\nx = outs[{j}] + outs[-1]", None),
+    ("scale = {opt} is not None and 2.0 or 3.0\nx = x * scale", None),
+    ("if {opt} is not None and len(SCALES) > {j}:\n    x = x + {opt}", None),
     ("assert len(LAYERS) == {k}, \"the layer count\"", StaticAssertionError),
     ("for v in x:\n    x = v", dsl.UnsupportedSyntaxError),
     ("x = x * len(x)", dsl.DslTypeError),

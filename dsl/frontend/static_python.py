@@ -305,16 +305,20 @@ class StaticPythonCompiler(_CompilerBase):
         if bound_self is not None:
             arguments.insert(0, bound_self)
         name = getattr(function, "__qualname__", getattr(function, "__name__", "function"))
+        # One parse and one signature per helper and compile, however often it is called.
+        known: dict[Any, Any] = self.__dict__.setdefault("helper_sources", {})
+        found = known.get(function)
+        if found is None:
+            try:
+                found = known[function] = (inspect.signature(function), function_source(function))
+            except DslError as err:
+                raise err.with_location(location) from None
+        signature, source = found
         try:
-            signature = inspect.signature(function)
             bound = signature.bind(*arguments, **keywords)
         except TypeError as err:
             raise DslTypeError(f"calling {name}: {err}", location, hint=f"its signature is {name}{signature}") from None
         bound.apply_defaults()
-        try:
-            source = function_source(function)
-        except DslError as err:
-            raise err.with_location(location) from None
         if isinstance(source.tree, ast.AsyncFunctionDef):
             raise UnsupportedSyntaxError(f"async def {name} cannot be called in @script", location)
         scope = Scope()
