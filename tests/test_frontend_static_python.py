@@ -329,3 +329,48 @@ def test_helper_errors_point_into_the_helper(tmp_path) -> None:
     with pytest.raises(Exception) as caught:
         function.to_model_proto()
     assert "op.Relu(x, x)" in caught.value.location.source_line
+
+
+@script()
+def gelu(x: FLOAT["N", 4]) -> FLOAT["N", 4]:
+    return 0.5 * x * (1.0 + op.Erf(x / 1.4142135623730951))
+
+
+def mlp(x, layer):  # a helper calling a @script function: a function call in the model
+    return gelu(linear(x, layer))
+
+
+class Residual:
+    """A user object whose method is a helper (compiled in place with ``self`` bound)."""
+
+    def __init__(self, layer: dict) -> None:
+        self.layer = layer
+
+    def __call__(self, x):
+        return x + mlp(x, self.layer)
+
+    def apply(self, x):
+        return self(x)
+
+
+RESIDUALS = [Residual(layer) for layer in LAYERS[:2]]
+
+
+@script()
+def helper_calls_script(x: FLOAT["N", 4]) -> FLOAT["N", 4]:
+    for block_object in RESIDUALS:
+        x = block_object.apply(x)
+    return x
+
+
+def test_helpers_call_script_functions_and_methods_are_helpers() -> None:
+    from math import erf
+
+    vector_erf = np.vectorize(erf)
+    expected = X
+    for w, b in zip(W_ARRAYS[:2], B_ARRAYS[:2]):
+        y = expected @ w + b
+        expected = expected + (0.5 * y * (1.0 + vector_erf(y / np.sqrt(2.0)))).astype(np.float32)
+    check_script(helper_calls_script, [X], expected.astype(np.float32), rtol=1e-4, atol=1e-5)
+    model = helper_calls_script.to_model_proto()
+    assert [n.op_type for n in model.graph.node].count("gelu") == 2
