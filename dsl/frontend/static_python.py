@@ -368,7 +368,7 @@ class StaticPythonCompiler(_CompilerBase):
         method_function = getattr(target, "__func__", None)
         if inspect.ismethod(target) and is_user_function(method_function):
             return self.call_helper(method_function, target.__self__, node, operands, keyword_operands)
-        call_method = getattr(type(target), "__call__", None)
+        call_method = vars(type(target)).get("__call__")  # defined by the class itself
         if not isinstance(target, type) and is_user_function(call_method):  # an object of the user's class
             return self.call_helper(call_method, target, node, operands, keyword_operands)
         owner = getattr(target, "__self__", None)
