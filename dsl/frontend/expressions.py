@@ -55,18 +55,11 @@ _TENSOR_ATTRIBUTE_HINTS = {
 
 UNSUPPORTED_EXPRESSIONS: dict[type, tuple[str, str]] = {
     ast.Lambda: ("lambda", "define a @script function (or a nested @graph() function) instead"),
-    ast.ListComp: ("list comprehension", "write a for loop, or use op.SequenceMap / op.Concat"),
-    ast.SetComp: ("set comprehension", "write a for loop"),
-    ast.DictComp: ("dict comprehension", "write a for loop"),
-    ast.GeneratorExp: ("generator expression", "write a for loop"),
     ast.Await: ("await", "scripted functions are not coroutines; remove await"),
     ast.Yield: ("yield", "return the values instead; scripted functions are not generators"),
     ast.YieldFrom: ("yield from", "return the values instead; scripted functions are not generators"),
     ast.NamedExpr: ("assignment expression (:=)", "assign in a separate statement"),
     ast.Starred: ("starred expression", "pass each value explicitly"),
-    ast.JoinedStr: ("f-string", "build strings outside @script and pass them as attributes"),
-    ast.Dict: ("dict display", "ONNX has no dictionaries; use separate values"),
-    ast.Set: ("set display", "ONNX has no sets; use a list constant or a tensor"),
     ast.Slice: ("slice outside a subscript", "slices are only allowed inside x[...]"),
 }
 

@@ -35,7 +35,6 @@ UNSUPPORTED_STATEMENTS: dict[type, tuple[str, str]] = {
     ast.Global: ("global", "read module-level constants directly; assignments stay local"),
     ast.Nonlocal: ("nonlocal", "return the value instead of assigning an outer variable"),
     ast.Raise: ("raise", "ONNX has no exceptions; validate inputs before calling the model"),
-    ast.Assert: ("assert", "ONNX has no assertions; check shapes outside the model"),
     ast.Import: ("import", "import at module level"),
     ast.ImportFrom: ("import", "import at module level"),
 }

@@ -202,7 +202,8 @@ class StaticPythonCompiler(_CompilerBase):
             value = raw_of(self.expr(value_node))
             if key_node is None:  # {**other}
                 if not isinstance(value, dict):
-                    raise DslTypeError("** in a dict display needs a dict", self.loc(value_node))
+                    raise DslTypeError("** in a dict display needs a dict", self.loc(value_node),
+                                       hint="spread a dict known while compiling: {**settings, \"k\": v}")
                 found.update(value)
                 continue
             key = self.expr(key_node)
@@ -212,7 +213,8 @@ class StaticPythonCompiler(_CompilerBase):
             try:
                 found[key.value] = value
             except TypeError as err:
-                raise DslTypeError(f"this dict key cannot be used: {err}", self.loc(key_node)) from None
+                raise DslTypeError(f"this dict key cannot be used: {err}", self.loc(key_node),
+                                   hint="use str or int keys") from None
         return PyValue(self.made_here(found))
 
     def visit_Set(self, node: ast.Set) -> Any:
@@ -320,7 +322,8 @@ class StaticPythonCompiler(_CompilerBase):
             raise DslTypeError(f"calling {name}: {err}", location, hint=f"its signature is {name}{signature}") from None
         bound.apply_defaults()
         if isinstance(source.tree, ast.AsyncFunctionDef):
-            raise UnsupportedSyntaxError(f"async def {name} cannot be called in @script", location)
+            raise UnsupportedSyntaxError(f"async def {name} cannot be called in @script", location,
+                                         hint="make the helper a plain def")
         scope = Scope()
         for parameter_name, value in bound.arguments.items():
             scope.bind(parameter_name, self.operand(value))
@@ -338,7 +341,7 @@ class StaticPythonCompiler(_CompilerBase):
         if outcome is None:
             return PyValue(None)
         if not isinstance(outcome, ReturnExit):
-            raise DslSyntaxError(f"{name} ends in a jump", location)
+            raise DslSyntaxError(f"{name} ends in a jump", location, hint="end the helper with return")
         if outcome.packed:
             return ValueTuple(tuple(outcome.values))
         return outcome.values[0]
