@@ -316,16 +316,11 @@ class StaticPythonCompiler(_CompilerBase):
             except DslError as err:
                 raise err.with_location(location) from None
         signature, source = found
-        try:
-            bound = signature.bind(*arguments, **keywords)
-        except TypeError as err:
-            raise DslTypeError(f"calling {name}: {err}", location, hint=f"its signature is {name}{signature}") from None
-        bound.apply_defaults()
         if isinstance(source.tree, ast.AsyncFunctionDef):
             raise UnsupportedSyntaxError(f"async def {name} cannot be called in @script", location,
                                          hint="make the helper a plain def")
         scope = Scope()
-        for parameter_name, value in bound.arguments.items():
+        for parameter_name, value in _bind(function, signature, arguments, keywords, name, location).items():
             scope.bind(parameter_name, self.operand(value))
         saved = (self.origin, self.scope, self.declared_outputs, self.loop_depth, self.current_statement,
                  self.__dict__.get("in_helper", False))
@@ -406,6 +401,32 @@ class StaticPythonCompiler(_CompilerBase):
         if isinstance(result, (list, dict)) and result is not owner:
             self.made_here(result)
         return self.operand(result)
+
+
+def _bind(function: Any, signature: inspect.Signature, arguments: list[Any], keywords: dict[str, Any], name: str,
+          location: Any) -> dict[str, Any]:
+    """Parameter name -> argument of a helper call, defaults applied, as Python binds them
+    (``inspect.Signature.bind`` where the fast path for plain parameters does not apply)."""
+    code = function.__code__
+    plain = not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and not code.co_kwonlyargcount
+    names = code.co_varnames[: code.co_argcount]
+    if plain and len(arguments) <= len(names) and not code.co_posonlyargcount:
+        bound = dict(zip(names, arguments))
+        defaults = function.__defaults__ or ()
+        first_default = len(names) - len(defaults)
+        if all(key in names and key not in bound for key in keywords):
+            bound.update(keywords)
+            for index in range(len(arguments), len(names)):
+                if names[index] not in bound and index >= first_default:
+                    bound[names[index]] = defaults[index - first_default]
+            if len(bound) == len(names):
+                return {parameter: bound[parameter] for parameter in names}
+    try:
+        found = signature.bind(*arguments, **keywords)
+    except TypeError as err:
+        raise DslTypeError(f"calling {name}: {err}", location, hint=f"its signature is {name}{signature}") from None
+    found.apply_defaults()
+    return dict(found.arguments)
 
 
 _VALUE_READING = frozenset({
