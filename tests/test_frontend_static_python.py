@@ -140,7 +140,7 @@ def collect_then_sum(x: FLOAT["N", 4]) -> FLOAT["N", 4]:
     for layer in LAYERS[:2]:
         x = block(x, layer)
         outputs.append(x)
-    return op.Sum(*outputs)
+    return op.Sum(*outputs) + sum(outputs) + sum([x], 1.0)
 
 
 @script()
@@ -201,7 +201,8 @@ def test_len_of_split_outputs() -> None:
 
 
 def test_list_grown_in_an_unrolled_loop() -> None:
-    check_script(collect_then_sum, [X], numpy_layers(X, 1) + numpy_layers(X, 2))
+    two = numpy_layers(X, 1) + numpy_layers(X, 2)
+    check_script(collect_then_sum, [X], two + two + numpy_layers(X, 2) + 1.0, atol=1e-5)
 
 
 def test_initializer_operators_run_eagerly() -> None:

@@ -72,6 +72,7 @@ STATEMENTS: list[tuple[str, type[DslError] | None]] = [
     ("x = x + LAYERS[{j}][\"b\"] * 2.0", None),
     ("outs = []\nfor layer in LAYERS:\n    outs.append(op.MatMul(x, layer[\"w\"]))\nx = outs[{j}] + outs[-1]", None),
     ("scale = {opt} is not None and 2.0 or 3.0\nx = x * scale", None),
+    ("x = sum([op.Relu(x), x * 0.5] * ({k} + 1), {threshold})", None),
     ("if {opt} is not None and len(SCALES) > {j}:\n    x = x + {opt}", None),
     ("assert len(LAYERS) == {k}, \"the layer count\"", StaticAssertionError),
     ("for v in x:\n    x = v", dsl.UnsupportedSyntaxError),

@@ -351,6 +351,17 @@ class StaticPythonCompiler(_CompilerBase):
             return ReturnExit(list(operand.items), ["return_val"] * len(operand.items), location, packed=True)
         return ReturnExit([operand], ["return_val"], location)
 
+    def python_sum(self, operands: list[Any], node: ast.Call) -> Any:
+        """``sum(parts)`` over tensors: ``start + parts[0] + parts[1] ...``, as Python adds them."""
+        total = operands[1] if len(operands) > 1 else PyValue(0)
+        for item in self.static_items(operands[0], node, "sum()"):
+            addend = self.operand(item)
+            if isinstance(total, PyValue) and isinstance(addend, PyValue):
+                total = self.fold(lambda a, b: a + b, (total.value, addend.value), node)
+            else:
+                total = self.binary("Add", total, addend, node)
+        return total
+
     def python_call(self, target: Any, node: ast.Call, operands: list[Any], keyword_operands: dict[str, Any]) -> Any:
         """A Python callable called with tensors or containers of them, as eager mode calls it."""
         from dsl.frontend.python_values import (
@@ -369,6 +380,8 @@ class StaticPythonCompiler(_CompilerBase):
         call_method = vars(type(target)).get("__call__")  # defined by the class itself
         if not isinstance(target, type) and is_user_function(call_method):  # an object of the user's class
             return self.call_helper(call_method, target, node, operands, keyword_operands)
+        if target is builtins.sum and operands and not keyword_operands:
+            return self.python_sum(operands, node)
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", None)
         container_method = isinstance(owner, CONTAINER_TYPES) and name in CONTAINER_METHODS
