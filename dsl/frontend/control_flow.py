@@ -246,10 +246,11 @@ class ControlFlowCompiler(_CompilerBase):
             return self.unroll_for(node, self.static_items(PyValue(items), iterator, "a for loop"))
         builder = self.builder
         node_count, produced, constants = len(builder.graph.nodes), set(builder.produced), builder.snapshot()
-        scope_names = dict(self.scope.names)
+        scope_names, conditions = dict(self.scope.names), len(self.while_conditions)
         try:
             return self.range_loop(node, arguments, iterator)
         except DslError:
+            del self.while_conditions[conditions:]
             del builder.graph.nodes[node_count:]
             builder.produced.intersection_update(produced)
             builder.restore(constants)
