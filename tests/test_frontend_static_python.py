@@ -375,3 +375,26 @@ def test_helpers_call_script_functions_and_methods_are_helpers() -> None:
     check_script(helper_calls_script, [X], expected.astype(np.float32), rtol=1e-4, atol=1e-5)
     model = helper_calls_script.to_model_proto()
     assert [n.op_type for n in model.graph.node].count("gelu") == 2
+
+
+SHIFTS = [1.0, 2.0, 3.0]
+
+
+@script()
+def while_inside_an_unrolled_range(x: FLOAT[3]) -> FLOAT[3]:
+    for i in range(3):
+        y = x
+        while op.ReduceMax(y) > 100.0:
+            y = y / 2.0
+        x = y + SHIFTS[i]
+    return x
+
+
+def test_a_range_loop_retried_unrolled_keeps_its_inner_while_loops() -> None:
+    x = np.array([150.0, 1.0, 2.0], np.float32)
+    expected = x.copy()
+    for shift in SHIFTS:
+        while expected.max() > 100.0:
+            expected = expected / 2.0
+        expected = expected + shift
+    check_script(while_inside_an_unrolled_range, [x], expected)
