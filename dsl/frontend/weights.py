@@ -95,7 +95,7 @@ for _name in (
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
     "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__mod__", "__rmod__", "__and__", "__rand__",
     "__or__", "__ror__", "__xor__", "__rxor__", "__neg__", "__pos__", "__invert__",
-    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__len__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__",
 ):
     setattr(Initializer, _name, _eager_operator(_name))
 
