@@ -72,8 +72,6 @@ class Initializer:
         compiler writes for them (``w * 2.0`` is Mul), as they do in a compiled body."""
         return hooks.eager_tensor(np.asarray(self.tensor.array))
 
-    __array_ufunc__ = None  # numpy defers to the operators below: ONNX semantics win
-
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.tensor.array.shape)
