@@ -398,3 +398,19 @@ def test_a_range_loop_retried_unrolled_keeps_its_inner_while_loops() -> None:
             expected = expected / 2.0
         expected = expected + shift
     check_script(while_inside_an_unrolled_range, [x], expected)
+
+
+MISSING_NORM = None
+
+
+@script()
+def static_and_or(x: FLOAT["N", 4]) -> FLOAT["N", 4]:
+    scale = MISSING_NORM is not None and 2.0 or 3.0
+    other = NORM is not None and 2.0 or 3.0
+    if MISSING_NORM is not None and MISSING_NORM.eps > 0:  # short-circuits: .eps of None is never read
+        x = x + 1.0
+    return x * scale * other
+
+
+def test_static_and_or_follow_python() -> None:
+    check_script(static_and_or, [X], X * 6.0)
