@@ -405,8 +405,8 @@ MISSING_NORM = None
 
 @script()
 def static_and_or(x: FLOAT["N", 4]) -> FLOAT["N", 4]:
-    scale = MISSING_NORM is not None and 2.0 or 3.0
-    other = NORM is not None and 2.0 or 3.0
+    scale = (MISSING_NORM is not None and 2.0) or 3.0
+    other = (NORM is not None and 2.0) or 3.0
     if MISSING_NORM is not None and MISSING_NORM.eps > 0:  # short-circuits: .eps of None is never read
         x = x + 1.0
     return x * scale * other
