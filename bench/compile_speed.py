@@ -11,6 +11,9 @@ Run ``python bench/compile_speed.py`` from the repository root.  It prints one t
 - ``import dsl`` time as a ratio of ``import onnx`` (fresh interpreters, median; goal <= 1.3x);
 - the share of onnxquill's compile time spent inferring and checking static shapes (with
   the checks and without, interleaved; goal <= 15%, and linear in statements).
+- the README's LLaMA-style decoder ("Writing a real model": helpers and a loop over a list
+  of per-layer weight dicts, unrolled while compiling) at 1, 8 and 32 layers: compile time
+  per node and its ratio to the 1-layer figure (goal: within 1.3x, 32 layers under 1 s).
 
 Functions are written to a temporary module and imported, so ``inspect`` finds their
 source exactly as it does for user code.  onnxscript is imported only here.
@@ -304,12 +307,77 @@ def _cell(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def readme_decoder(directory: Path) -> Any:
+    """The code block of the README's "Writing a real model" section, imported."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Writing a real model"):]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None, "README: the decoder block is missing"
+    return load_module(found.group(1), directory)
+
+
+def time_decoder(directory: Path, layer_counts: list[int], repeats: int) -> list[tuple[int, int, float, float]]:
+    """(layers, nodes, best seconds to compile to IR, best seconds to export) per layer count;
+    every repeat builds a fresh @script function, so nothing compiled is reused."""
+    import numpy as np
+
+    import dsl
+
+    module = readme_decoder(directory)
+    cfg = {"dim": 64, "heads": 8, "kv_heads": 2, "head_dim": 8, "hidden": 128, "vocab": 100, "theta": 10000.0}
+    rng = np.random.default_rng(0)
+
+    def weight(*shape: int) -> Any:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    rows = []
+    for count in layer_counts:
+        dim, kv = cfg["dim"], cfg["kv_heads"] * cfg["head_dim"]
+        tree = {"embed": weight(cfg["vocab"], dim), "norm": weight(dim), "lm_head": weight(dim, cfg["vocab"]),
+                "layers": [{"attn_norm": weight(dim), "ffn_norm": weight(dim), "wq": weight(dim, dim),
+                            "wk": weight(dim, kv), "wv": weight(dim, kv), "wo": weight(dim, dim),
+                            "w1": weight(dim, cfg["hidden"]), "w3": weight(dim, cfg["hidden"]),
+                            "w2": weight(cfg["hidden"], dim)} for _ in range(count)]}
+        weights = dsl.initializers(tree)
+        compile_times, export_times, nodes = [], [], 0
+        for _ in range(repeats):
+            decoder = module.build_decoder(weights, cfg)
+            start = time.perf_counter()
+            function = decoder.function
+            compile_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            decoder.to_model_proto()
+            export_times.append(time.perf_counter() - start)
+            nodes = len(function.nodes)
+        rows.append((count, nodes, min(compile_times), min(export_times)))
+    return rows
+
+
+def print_decoder(rows: list[tuple[int, int, float, float]]) -> None:
+    print()
+    print("| decoder layers | nodes | compile (ms) | µs/node | ratio to 1 layer | to_model_proto (ms) | goal |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    base = rows[0][2] / rows[0][1]
+    for count, nodes, compile_seconds, export_seconds in rows:
+        per_node = compile_seconds / nodes
+        print(f"| {count} | {nodes} | {compile_seconds * 1e3:.1f} | {per_node * 1e6:.1f} | {per_node / base:.2f}x | "
+              f"{export_seconds * 1e3:.1f} | <= 1.3x; 32 layers < 1000 ms |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="fresh functions per realistic case")
     parser.add_argument("--sizes", type=int, nargs="*", default=[500, 2000, 10000])
     parser.add_argument("--import-repeats", type=int, default=7)
+    parser.add_argument("--decoder-layers", type=int, nargs="*", default=[1, 8, 32])
+    parser.add_argument("--decoder-only", action="store_true", help="only the decoder table")
     args = parser.parse_args(argv)
+    if args.decoder_only:
+        with tempfile.TemporaryDirectory() as folder:
+            print_decoder(time_decoder(Path(folder), args.decoder_layers, args.repeats))
+        return 0
 
     libraries = list(compilers())
     with tempfile.TemporaryDirectory() as folder:
@@ -317,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         realistic = time_realistic(directory, args.repeats)
         generated = time_generated(directory, args.sizes)
         shape_checks = time_shape_checks(directory, args.repeats, args.sizes)
+        decoder_rows = time_decoder(directory, args.decoder_layers, args.repeats)
 
     print()
     print("| measurement | " + " | ".join(libraries) + " | goal |")
@@ -356,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| from dsl import script, FLOAT, opset18 (ms, ratio) | {dsl_opset_time * 1e3:.1f} "
         f"({dsl_opset_time / onnx_time:.2f}x){blank_cells} | |"
     )
+    print_decoder(decoder_rows)
     return 0
 
 

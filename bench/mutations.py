@@ -50,6 +50,8 @@ SOURCE_LINKS = ("tests/test_source_links.py",)
 VIEW = ("tests/test_model_view.py",)
 PROGRESS = ("tests/test_progress.py",)
 SHAPES = ("tests/test_shape_rules.py", "tests/test_frontend_tensor_properties.py")
+CP_STATIC = ("tests/test_frontend_static_python.py", "tests/test_static_python_contract.py")
+CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
 
 
 @dataclass(frozen=True)
@@ -398,6 +400,42 @@ MUTATIONS = [
     Mutation("SP6", "an inlined If branch trusted when this call takes the other", "eager/captured_values.py",
              "        if self.taken(local, known) != self.last:",
              "        if False:", ("tests/test_eager_run.py",)),
+    Mutation("CP1", "a loop over Python values unrolls its first item only", "dsl/frontend/static_python.py",
+             "            for item in items:\n                self.scope.names[_CONTINUE] = PyValue(True)",
+             "            for item in items[:1]:\n                self.scope.names[_CONTINUE] = PyValue(True)",
+             CP_STATIC),
+    Mutation("CP2", "a weight read from a container is a Python value, not its initializer",
+             "dsl/frontend/python_values.py", "        return weight_operand(value)", "        return PyValue(value)",
+             CP_WEIGHTS),
+    Mutation("CP3", "a helper's positional arguments bound in reverse order", "dsl/frontend/static_python.py",
+             "        bound = dict(zip(names, arguments))", "        bound = dict(zip(names, reversed(arguments)))",
+             CP_STATIC),
+    Mutation("CP4", "a static 'and'/'or' short-circuits the wrong way", "dsl/frontend/expressions.py",
+             "                if self.truth(operand, value_node) == (op_type == \"Or\"):",
+             "                if self.truth(operand, value_node) != (op_type == \"Or\"):", CP_STATIC),
+    Mutation("CP5", "'is' and 'is not' swapped", "dsl/frontend/expressions.py",
+             "    \"Is\": operator.is_, \"IsNot\": operator.is_not,", "    \"Is\": operator.is_not, \"IsNot\": operator.is_,",
+             CP_STATIC),
+    Mutation("CP6", "a constant range loop that needs its index as an int is not unrolled",
+             "dsl/frontend/control_flow.py", "        except DslError:\n            del self.while_conditions[conditions:]",
+             "        except ZeroDivisionError:\n            del self.while_conditions[conditions:]", CP_STATIC),
+    Mutation("CP7", "a Python list grown inside an If branch decided by a tensor", "dsl/frontend/static_python.py",
+             "        if depth == 0:\n            return\n        made", "        if True:\n            return\n        made",
+             CP_STATIC),
+    Mutation("CP8", "weights named by their last key only, not their path", "dsl/model_weights.py",
+             "    return f\"{path}.{key}\" if path else str(key)", "    return str(key)", CP_WEIGHTS),
+    Mutation("CP9", "Python operators only: the opset the module imports is ignored", "dsl/frontend/compiler.py",
+             "        if imported is not None:", "        if False:", CP_STATIC),
+    Mutation("CP10", "len() of a Split's outputs unknown", "dsl/frontend/calls.py",
+             "        return number.value\n", "        return None\n", CP_STATIC),
+    Mutation("CP11", "a nested @script under future annotations loses the enclosing names",
+             "dsl/script_function.py", "        function.defining_locals = dict(frame.f_locals)", "        pass", CP_STATIC),
+    Mutation("CP12", "a callee given None is compiled once, not for the call", "dsl/frontend/calls.py",
+             "any(isinstance(o, PyValue) and o.value is None for o in passed) and _tests_none(target)):",
+             "any(isinstance(o, PyValue) and o.value is None for o in passed) and False):", CP_STATIC),
+    Mutation("CP13", "a failed static assert passes", "dsl/frontend/static_python.py",
+             "        if self.truth(test, node.test):\n            return None",
+             "        if True:\n            return None", CP_STATIC),
 ]
 
 

@@ -32,6 +32,7 @@ from dsl.errors import (
     OpAttributeError,
     OpCallError,
     SourceUnavailableError,
+    StaticAssertionError,
     UnknownOpError,
     UnsafePathError,
     UnsupportedSyntaxError,
@@ -39,9 +40,10 @@ from dsl.errors import (
 
 if TYPE_CHECKING:
     from dsl import op_signatures
-    from dsl.frontend.weights import Initializer, initializer, load_weights, sparse_initializer, sparse_tensor
+    from dsl.frontend.weights import Initializer, initializer, sparse_initializer, sparse_tensor
     from dsl.limits import raised_limits
     from dsl.loaded_model import LoadedModel, load
+    from dsl.model_weights import WeightsLoadError, initializers, load_weights
     from dsl.op_signatures import *  # noqa: F403  (opset1 ... opsetN, typed per version, for editors)
     from dsl.op_signatures import opset as opset
     from dsl.opsets import Op, Opset
@@ -97,7 +99,9 @@ _LAZY: dict[str, str] = {
     "Opset": "dsl.opsets",
     "Initializer": "dsl.frontend.weights",
     "initializer": "dsl.frontend.weights",
-    "load_weights": "dsl.frontend.weights",
+    "load_weights": "dsl.model_weights",
+    "initializers": "dsl.model_weights",
+    "WeightsLoadError": "dsl.model_weights",
     "sparse_initializer": "dsl.frontend.weights",
     "sparse_tensor": "dsl.frontend.weights",
     "load": "dsl.loaded_model",
@@ -110,7 +114,7 @@ _LAZY.update((name, "dsl.types") for name in ("Optional", "Sequence", "Map", "Te
 
 __all__ = [
     "ir", "script", "graph", "ScriptFunction", "GraphFunction", "export_onnx_lib", "Op", "Opset",
-    "Initializer", "initializer", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
+    "Initializer", "initializer", "initializers", "WeightsLoadError", "load_weights", "sparse_initializer", "sparse_tensor", "load", "LoadedModel",
     "BFLOAT16", "BOOL", "COMPLEX64", "COMPLEX128", "DOUBLE", "FLOAT", "FLOAT4E2M1",
     "FLOAT6E2M3", "FLOAT6E3M2", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT16", "INT2", "INT4", "INT8", "INT16", "INT32",
@@ -119,7 +123,7 @@ __all__ = [
     "DslError", "DslSyntaxError", "UnsupportedSyntaxError", "DslNameError", "DslTypeError",
     "UnknownOpError", "OpCallError", "OpAttributeError", "SourceUnavailableError",
     "MarkupError", "ModelLoadError", "EagerError", "ConversionError", "opset",
-    "LimitExceededError", "UnsafePathError", "raised_limits",
+    "LimitExceededError", "UnsafePathError", "raised_limits", "StaticAssertionError",
 ]
 if TYPE_CHECKING:  # opset1 ... opsetN, ai_onnx_ml1 ...: made on first access at run time
     __all__ += op_signatures.__all__
@@ -134,6 +138,15 @@ def _run_op_eagerly(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 
 
 hooks.run_op_eagerly = _run_op_eagerly
+
+
+def _eager_tensor(array: Any) -> Any:
+    from eager.tensor import EagerTensor
+
+    return EagerTensor(array)
+
+
+hooks.eager_tensor = _eager_tensor
 
 
 def __getattr__(name: str) -> Any:

@@ -23,6 +23,7 @@ __all__ = [
     "UnsupportedSyntaxError",
     "DslNameError",
     "DslTypeError",
+    "StaticAssertionError",
     "AnnotationError",
     "UnknownOpError",
     "OpCallError",
@@ -116,6 +117,10 @@ class DslNameError(DslError):
 
 class DslTypeError(DslError):
     """A value of the wrong type: a tensor where an attribute is needed, a bad annotation..."""
+
+
+class StaticAssertionError(DslError):
+    """An ``assert`` in a ``@script`` body, on values known while compiling, failed."""
 
 
 class AnnotationError(DslTypeError, TypeError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["run_op_eagerly"]
+__all__ = ["run_op_eagerly", "eager_tensor"]
 
 
 def _not_installed(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -20,3 +20,12 @@ def _not_installed(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
 
 # (op, positional arguments, keyword arguments) -> the eager result of calling ``op``.
 run_op_eagerly: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = _not_installed
+
+
+def _no_eager_tensor(array: Any) -> Any:
+    raise RuntimeError("dsl.hooks.eager_tensor is installed by dsl/__init__.py; it was replaced by None")
+
+
+# array -> the eager tensor (``eager.EagerTensor``) that runs Python operators as ONNX ops:
+# what a weight (``dsl.initializer``) becomes when an operator is applied to it eagerly.
+eager_tensor: Callable[[Any], Any] = _no_eager_tensor

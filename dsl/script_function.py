@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
@@ -78,6 +79,7 @@ class ScriptFunction(Scripted, Generic[P, R]):
         self.inline = inline
         self.compiled: ir.Function | None = None
         self.compile_lock = threading.Lock()
+        self.defining_locals: dict[str, Any] | None = None  # see _with_defining_locals
         functools.update_wrapper(self, python_function)
 
     @property
@@ -302,7 +304,7 @@ def script(
     ...     return x + x
     """
     if callable(opset) and not isinstance(opset, Opset):
-        return ScriptFunction(opset)
+        return _with_defining_locals(ScriptFunction(opset), sys._getframe(1))
     unknown = sorted(set(model_options) - set(MODEL_OPTIONS))
     if unknown:
         from dsl.errors import DslTypeError
@@ -324,11 +326,22 @@ def script(
     chosen = opset if opset is not None else default_opset
 
     def decorate(python_function: Callable[..., Any]) -> ScriptFunction[..., Any]:
-        return ScriptFunction(python_function, opset=chosen, domain=DEFAULT_DOMAIN if domain is None else domain,
+        made = ScriptFunction(python_function, opset=chosen, domain=DEFAULT_DOMAIN if domain is None else domain,
                               name=name, inline=inline, domain_version=domain_version,
                               model_options=model_options)
+        return _with_defining_locals(made, sys._getframe(1))
 
     return decorate
+
+
+def _with_defining_locals(function: ScriptFunction, frame: Any) -> ScriptFunction:
+    """Keep the local names of the function a nested ``def`` is decorated in: under
+    ``from __future__ import annotations`` its annotations are text that names them
+    (``Vec = FLOAT["N"]`` defined beside it), and a name only an annotation reads is
+    not in the closure."""
+    if "<locals>" in getattr(function.python_function, "__qualname__", ""):
+        function.defining_locals = dict(frame.f_locals)
+    return function
 
 
 def export_onnx_lib(functions: Any, filename: str | os.PathLike[str]) -> onnx.ModelProto:

@@ -36,8 +36,11 @@ _SIGNATURES: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]:
-    """The signature, the IR type of each parameter, and the attribute parameters with defaults."""
+def _signature(
+    python_function: Any, defining_locals: dict[str, Any] | None = None
+) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """The signature, the IR type of each parameter, and the attribute parameters with defaults;
+    ``defining_locals`` are the names of the function a nested ``def`` was decorated in."""
     found = _SIGNATURES.get(python_function)
     if found is None:
         signature = inspect.signature(python_function)
@@ -45,7 +48,7 @@ def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any],
         for name, parameter in signature.parameters.items():
             annotation = parameter.annotation
             if isinstance(annotation, str):
-                annotation = _resolve_string_annotation(python_function, annotation)
+                annotation = _resolve_string_annotation(python_function, annotation, defining_locals)
             annotations[name] = types.read_annotation(annotation)[1]
         attribute_parameters = tuple(
             (name, parameter.default) for name, parameter in signature.parameters.items() if annotations[name] is None
@@ -55,9 +58,9 @@ def _signature(python_function: Any) -> tuple[inspect.Signature, dict[str, Any],
     return found
 
 
-def _resolve_string_annotation(python_function: Any, text: str) -> Any:
-    try:
-        return eval(text, getattr(python_function, "__globals__", {}))  # annotations under `from __future__`
+def _resolve_string_annotation(python_function: Any, text: str, defining_locals: dict[str, Any] | None) -> Any:
+    try:  # annotations under `from __future__ import annotations`
+        return eval(text, getattr(python_function, "__globals__", {}), dict(defining_locals or {}))
     except Exception:
         return None
 
@@ -78,7 +81,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     array([2.], dtype=float32)
     """
     python_function = script_function.python_function
-    signature, annotations, attribute_parameters = _signature(python_function)
+    signature, annotations, attribute_parameters = _signature(
+        python_function, getattr(script_function, "defining_locals", None))
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as err:

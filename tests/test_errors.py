@@ -20,6 +20,7 @@ from dsl import (
     DslTypeError,
     OpAttributeError,
     OpCallError,
+    StaticAssertionError,
     UnknownOpError,
     UnsupportedSyntaxError,
 )
@@ -64,16 +65,16 @@ CASES: list[tuple[str, type, str, str]] = [
             g = lambda v: v
             return x
     """),
-    ("list comprehension", UnsupportedSyntaxError, "[v for v in (x, x)]", """
+    ("list comprehension over a tensor", UnsupportedSyntaxError, "x]", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
-            ys = [v for v in (x, x)]
+            ys = [v for v in x]
             return x
     """),
-    ("generator", UnsupportedSyntaxError, "(v for v in (x,))", """
+    ("generator condition on a tensor", DslTypeError, "v > 0", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
-            ys = (v for v in (x,))
+            ys = (v for v in (x,) if v > 0)
             return x
     """),
     ("global", UnsupportedSyntaxError, "global counter", """
@@ -102,11 +103,10 @@ CASES: list[tuple[str, type, str, str]] = [
             y = yield x
             return x
     """),
-    ("starred call", UnsupportedSyntaxError, "*parts", """
+    ("starred tensor", UnsupportedSyntaxError, "*x", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
-            parts = (x, x)
-            return op.Concat(*parts, axis=0)
+            return op.Concat(*x, axis=0)
     """),
     ("f-string", UnsupportedSyntaxError, 'f"{x}"', """
         @script()
@@ -120,10 +120,16 @@ CASES: list[tuple[str, type, str, str]] = [
             z = (y := op.Relu(x))
             return z
     """),
-    ("assert", UnsupportedSyntaxError, "assert", """
+    ("assert on a tensor", UnsupportedSyntaxError, "op.ReduceMax(x) > 0", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
-            assert x is not None
+            assert op.ReduceMax(x) > 0
+            return x
+    """),
+    ("failed static assert", StaticAssertionError, "assert", """
+        @script()
+        def f(x: FLOAT["N"]) -> FLOAT["N"]:
+            assert len((x, x)) == 3, "two parts"
             return x
     """),
     ("raise", UnsupportedSyntaxError, "raise", """
@@ -155,10 +161,10 @@ CASES: list[tuple[str, type, str, str]] = [
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
             return x // 2.0
     """),
-    ("is comparison", UnsupportedSyntaxError, "x is None", """
+    ("in a tensor", DslTypeError, "1.0 in x", """
         @script()
         def f(x: FLOAT["N"]) -> BOOL:
-            return x is None
+            return 1.0 in x
     """),
     ("for over tensor", UnsupportedSyntaxError, "in x:", """
         @script()

@@ -87,6 +87,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl": (3, "facade"),
     "dsl.script_function": (3, "facade"),
     "dsl.loaded_model": (3, "facade"),
+    "dsl.model_weights": (3, "facade"),
     "dsl.markup.export": (3, "facade"),
     "dsl.write_op_signatures": (3, "facade"),
     "converter": (3, "facade"),

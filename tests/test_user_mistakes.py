@@ -43,7 +43,7 @@ def projection(x: FLOAT["B", "S", 16], w: FLOAT[8, 8]) -> FLOAT["B", "S", 8]:
 
 @script()
 def comprehension(x: FLOAT["N"]) -> FLOAT["N"]:
-    parts = [op.Relu(x) for _ in range(2)]
+    parts = [op.Relu(v) for v in x]
     return op.Concat(*parts, axis=0)
 
 
@@ -86,10 +86,10 @@ mistakes.py:12:12: error: Relu takes 1 input, got 2
            ^^^^^^^^^^^^^
 hint: the inputs of Relu are (X); attributes are passed by keyword"""),
     ("comprehension", UnsupportedSyntaxError, """\
-mistakes.py:23:13: error: list comprehension is not supported in @script
-    parts = [op.Relu(x) for _ in range(2)]
-            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-hint: write a for loop, or use op.SequenceMap / op.Concat"""),
+mistakes.py:23:34: error: a comprehension over a tensor needs its values at run time
+    parts = [op.Relu(v) for v in x]
+                                 ^
+hint: loop over indices, for i in range(n), and read x[i]; or use op.SequenceMap / op.Scan"""),
     ("missing_return", DslSyntaxError, """\
 mistakes.py:29:5: error: missing_return does not return a value
     y = op.Relu(x)

@@ -7,7 +7,10 @@ Modules: ``scripted`` (the interfaces the front end recognises, and what it prod
 ``signature`` (inputs, attribute parameters, outputs), ``scope``/``bindings``/``names``
 (SSA name binding), ``builder`` (emitting nodes and constants), ``expressions``,
 ``calls``, ``statements``, ``control_flow``, ``exits``, ``subgraphs``, ``opset_choice``,
-``weights`` (outer-scope initializers), and ``compiler`` which ties them together.
+``weights`` (outer-scope initializers), ``python_values`` and ``static_python`` (Python
+evaluated while compiling: containers of tensors, loops over Python values unrolled,
+comprehensions, helpers compiled in place, static asserts), and ``compiler`` which ties
+them together.
 """
 
 from __future__ import annotations

@@ -261,6 +261,13 @@ class GraphBuilder:
     def remember_constant(self, key: Any, value: ir.Value) -> None:
         self._constants[key] = value
 
+    def snapshot(self) -> dict[Any, ir.Value]:
+        """The shared constants made so far (for :meth:`restore`, after nodes are dropped)."""
+        return dict(self._constants)
+
+    def restore(self, constants: dict[Any, ir.Value]) -> None:
+        self._constants = constants
+
     def constant(self, tensor: ir.Tensor, location: Any) -> ir.Value:
         """A Constant node holding ``tensor``, shared with identical constants already made."""
         array = tensor.array

@@ -14,9 +14,10 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
-from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError, UnsupportedSyntaxError
+from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
+from dsl.frontend.python_values import holds_tensor
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
 from dsl.frontend.static_shapes import SourceNames, callee_output_shapes, check_declared
 from dsl.frontend.weights import initializer_operand
@@ -49,14 +50,7 @@ class CallCompiler(_CompilerBase):
 
     def visit_Call(self, node: ast.Call, output_count: int | None = None) -> Any:
         callee = self.expr(node.func)
-        for argument in node.args:
-            if isinstance(argument, ast.Starred):
-                raise UnsupportedSyntaxError("*args in a call is not supported in @script", self.loc(argument),
-                                             hint="pass each input explicitly")
-        for keyword in node.keywords:
-            if keyword.arg is None:
-                raise UnsupportedSyntaxError("**kwargs in a call is not supported in @script",
-                                             self.loc(keyword), hint="pass each attribute by name")
+        node = self.expand_starred(node)
         if isinstance(callee, PyValue):
             target = callee.value
             if isinstance(target, Op):
@@ -68,9 +62,6 @@ class CallCompiler(_CompilerBase):
             if isinstance(target, ScriptedGraph):
                 raise DslTypeError(f"the @graph function {target.name!r} cannot be called",
                                    self.loc(node), hint="pass it as a graph attribute: body=..., then_branch=...")
-            if target is range:
-                raise UnsupportedSyntaxError("range() is only supported as the iterable of a for loop",
-                                             self.loc(node), hint="write: for i in range(n): ...")
             if callable(target):
                 return self.call_python(target, node)
         if isinstance(callee, GraphDef):
@@ -98,7 +89,8 @@ class CallCompiler(_CompilerBase):
         inputs = self.op_inputs(op, operands, arguments)
         if output_count is not None:
             op.check_outputs(output_count, location)
-        outputs = self.builder.call_op(op, inputs, attributes, location, output_count, SourceNames(arguments))
+        count = output_count if output_count is not None else _split_count(op, operands, attributes)
+        outputs = self.builder.call_op(op, inputs, attributes, location, count, SourceNames(arguments))
         if output_count is None and len(outputs) == 1:
             return outputs[0]
         return ValueTuple(tuple(outputs))
@@ -166,6 +158,15 @@ class CallCompiler(_CompilerBase):
     # ---------------------------------------------------------- script calls
     def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:
         location = self.loc(node)
+        operands = [self.expr(argument) for argument in node.args]
+        keyword_operands = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}
+        passed = [*operands, *keyword_operands.values()]
+        if any(_holds_container(operand) for operand in passed) or (
+                any(isinstance(o, PyValue) and o.value is None for o in passed) and _tests_none(target)):
+            # None for an optional input, or a list/dict of tensors: the callee's body is
+            # Python around the graph (``if bias is None``), compiled in place for this call.
+            return self.call_helper(target.python_function, None, node, operands, keyword_operands)
+        node = self.evaluated_call(node, operands, keyword_operands)
         if self.is_compiling(target):
             raise DslTypeError(
                 f"{target.name} calls itself (directly or through other functions)",
@@ -224,6 +225,16 @@ class CallCompiler(_CompilerBase):
         if output_count is None and count == 1:
             return outputs[0]
         return ValueTuple(tuple(outputs))
+
+    def evaluated_call(self, node: ast.Call, operands: list[Any], keyword_operands: dict[str, Any]) -> ast.Call:
+        """``node`` with its arguments replaced by names of the operands they compiled to,
+        so that they are compiled once."""
+        args: list[ast.expr] = [self.new_synthetic(o, a) for o, a in zip(operands, node.args)]
+        keywords = [ast.copy_location(ast.keyword(arg=k.arg, value=self.new_synthetic(keyword_operands[k.arg], k.value)), k)
+                    for k in node.keywords if k.arg is not None]
+        evaluated = ast.copy_location(ast.Call(func=node.func, args=args, keywords=keywords), node)
+        evaluated.end_lineno, evaluated.end_col_offset = node.end_lineno, node.end_col_offset
+        return evaluated
 
     def script_arguments(self, target: Scripted, node: ast.Call) -> dict[str, ast.expr]:
         """The argument of each parameter a call of ``target`` names, by position or keyword."""
@@ -316,11 +327,13 @@ class CallCompiler(_CompilerBase):
         return ValueTuple(tuple(outputs))
 
     # ---------------------------------------------------------- python calls
-    def call_python(self, target: Any, node: ast.Call) -> PyValue:
+    def call_python(self, target: Any, node: ast.Call) -> Any:
         """A Python function on compile-time constants (``np.array(...)``, ``len(...)``)."""
         arguments = [self.expr(a) for a in node.args]
         keywords = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}  # no **mapping here
         every = [*arguments, *keywords.values()]
+        if not all(isinstance(a, PyValue) and not holds_tensor(a.value) for a in every):
+            return self.python_call(target, node, arguments, keywords)
         if not all(isinstance(a, PyValue) for a in every):
             name = getattr(target, "__name__", type(target).__name__)
             raise DslTypeError(
@@ -329,10 +342,46 @@ class CallCompiler(_CompilerBase):
                 hint="use ONNX ops (op.X) on tensors; Python functions only run on compile-time constants",
             )
         try:
-            return PyValue(target(*[a.value for a in arguments], **{k: v.value for k, v in keywords.items()}))
+            return self.operand(target(*[a.value for a in arguments], **{k: v.value for k, v in keywords.items()}))
         except DslError as err:
             raise err.with_location(self.loc(node)) from None
         except Exception as err:
             raise DslTypeError(f"calling {getattr(target, '__name__', target)!r} failed: "
                                f"{type(err).__name__}: {err}", self.loc(node)) from None
 
+
+def _holds_container(operand: Any) -> bool:
+    """Whether an argument is a Python container holding tensors or weights, which no
+    graph input can take."""
+    if isinstance(operand, ValueTuple):
+        return True
+    if isinstance(operand, PyValue):
+        value = operand.value
+        return not isinstance(value, (int, float, str, bool)) and value is not None and holds_tensor(value)
+    return False
+
+
+def _tests_none(target: Scripted) -> bool:
+    """Whether the body of ``target`` compares something with ``is``/``is not`` (``if bias
+    is None``): a call passing None then compiles the body for that call."""
+    from dsl.frontend.source import function_source
+
+    try:
+        tree = function_source(target.python_function).tree
+    except DslError:
+        return False
+    return any(isinstance(node, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops)
+               for node in ast.walk(tree))
+
+
+def _split_count(op: Op, operands: list[Any], attributes: dict[str, ir.Attr]) -> int | None:
+    """How many outputs ``op.Split`` has when its call says (``num_outputs=3``, or split
+    sizes known while compiling), so ``len(parts)`` and ``for p in parts`` work."""
+    if op.name != "Split" or op.opset.domain != "":
+        return None
+    number = attributes.get("num_outputs")
+    if number is not None and isinstance(number.value, int) and number.ref_attr_name is None:
+        return number.value
+    if len(operands) > 1 and isinstance(operands[1], PyValue) and isinstance(operands[1].value, (list, tuple)):
+        return len(operands[1].value)
+    return None

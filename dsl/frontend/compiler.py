@@ -28,13 +28,15 @@ from dsl.frontend.constants import literal_tensor
 from dsl.frontend.control_flow import ControlFlowCompiler
 from dsl.frontend.exits import ReturnExit
 from dsl.frontend.expressions import ExpressionCompiler
-from dsl.frontend.opset_choice import referenced_opsets
+from dsl.frontend.opset_choice import imported_onnx_opset, referenced_opsets
 from dsl.frontend.origin import MISSING, Origin
+from dsl.frontend.python_values import holds_tensor
 from dsl.frontend.scope import Scope
 from dsl.frontend.scripted import CompiledFunction, Finish, Loaded, Scripted
 from dsl.frontend.signature import Parameter, read_signature
 from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
+from dsl.frontend.static_python import StaticPythonCompiler
 from dsl.frontend.static_shapes import check_declared
 from dsl.frontend.subgraphs import SubgraphCompiler
 from dsl.frontend.tensor_properties import has_symbolic_size, lower_sizes
@@ -47,7 +49,9 @@ _SCALARS = (bool, int, float, str)
 _INT64 = 7  # the ONNX element type of sizes
 
 
-class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler):
+class FunctionCompiler(
+    ExpressionCompiler, CallCompiler, StatementCompiler, ControlFlowCompiler, SubgraphCompiler, StaticPythonCompiler
+):
     """Compiles one :class:`Scripted` function into a :class:`CompiledFunction`.
 
     ``finish`` runs the passes on what a nested compile of a callee makes; ``opset``
@@ -65,7 +69,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         self.compiling = (*callers, script_function)
         python_function = script_function.python_function
         source = function_source(python_function)
-        self.origin = Origin(python_function, source)
+        self.origin = Origin(python_function, source, getattr(script_function, "defining_locals", None))
         self.tree = source.tree
         self.loop_depth = 0
         self.while_conditions: list[ir.Value] = []  # for the prune-loop-carried pass (CompiledFunction)
@@ -104,6 +108,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         outer = self.origin.operands.get(name)
         if outer is not None:
             return outer
+        if name.startswith("@"):  # an item of *args spelled out (StaticPythonCompiler.expand_starred)
+            return self.__dict__["synthetic"][name]
         found = self.origin.resolve(name)
         if found is MISSING:
             known = list(self._visible_names())
@@ -151,6 +157,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
                 version = self.compiled_callee(callee).opset_imports.get("")
                 if version is not None:
                     return get_opset("", version)
+        imported = imported_onnx_opset({**self.origin.globals, **self.origin.closure})
+        if imported is not None:  # ``from dsl import opset18 as op`` with Python operators only
+            return imported
         from dsl.onnxruntime_limits import max_opset
 
         return get_opset("", max_opset())
@@ -186,6 +195,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
         ctx = self.ctx
         if isinstance(operand, PyValue):
             value = operand.value
+            if isinstance(value, (list, tuple, dict)) and holds_tensor(value):
+                return self.container_as_value(value, node)
             if value is None:
                 raise DslTypeError("None cannot be used as a tensor here", self.loc(node),
                                    hint="None only stands for an omitted optional input of an op")
@@ -237,6 +248,19 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, StatementCompiler, Cont
             raise DslTypeError(f"the @graph function {operand.tree.name!r} is not a tensor", self.loc(node),
                                hint="pass @graph functions as attributes (body=..., then_branch=...)")
         raise DslTypeError(f"{operand!r} cannot be used as a tensor", self.loc(node))
+
+    def container_as_value(self, value: Any, node: Any) -> ir.Value:
+        """A Python list where a tensor is expected: ``[0, 0, heads, -1]`` (numbers and
+        one-element tensors) is one 1-D tensor; a list of tensors stays an error."""
+        items = [self.operand(item) for item in value] if isinstance(value, (list, tuple)) else []
+        numbers = [item for item in items if isinstance(item, PyValue)]
+        if items and numbers and all(isinstance(item.value, (int, float, np.integer, np.floating)) for item in numbers):
+            synthetic = ast.copy_location(ast.List(elts=[node] * len(items), ctx=ast.Load()), node)
+            return self.list_tensor(items, synthetic)
+        raise DslTypeError(
+            f"a {type(value).__name__} of tensors is not a tensor", self.loc(node),
+            hint="use op.Concat(*parts, axis=0) to join tensors, or op.SequenceConstruct(*parts) for a sequence",
+        )
 
     def bind_name(self, name: str, operand: Any) -> None:
         """Bind a Python name; a fresh unnamed result takes the variable's name."""

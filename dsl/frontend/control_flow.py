@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dsl import ir, types
-from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
+from dsl.errors import DslError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
@@ -70,14 +70,6 @@ class ControlFlowCompiler(_CompilerBase):
     """Mixin of :class:`dsl.frontend.compiler.FunctionCompiler` for If and Loop."""
 
     # ------------------------------------------------------------ branches
-    def enter(self, builder: GraphBuilder, scope: Any) -> tuple[Any, Any]:
-        saved = (self.builder, self.scope)
-        self.builder, self.scope = builder, scope
-        return saved
-
-    def leave(self, saved: tuple[Any, Any]) -> None:
-        self.builder, self.scope = saved
-
     def compile_branch(self, statements: list[ast.stmt], name: str) -> Branch:
         builder = GraphBuilder(self.ctx, name, parent=self.builder)
         scope = self.scope.child()
@@ -87,6 +79,17 @@ class ControlFlowCompiler(_CompilerBase):
         finally:
             self.leave(saved)
         return Branch(builder, scope, outcome)
+
+    def enter(self, builder: GraphBuilder, scope: Any) -> tuple[Any, Any]:
+        """Compile into ``builder`` with ``scope``: a branch or body decided at run time."""
+        saved = (self.builder, self.scope)
+        self.builder, self.scope = builder, scope
+        self.__dict__["dynamic_depth"] = self.__dict__.get("dynamic_depth", 0) + 1
+        return saved
+
+    def leave(self, saved: tuple[Any, Any]) -> None:
+        self.builder, self.scope = saved
+        self.__dict__["dynamic_depth"] -= 1
 
     def visit_If(self, node: ast.If) -> Any:
         condition = self.expr(node.test)
@@ -118,7 +121,7 @@ class ControlFlowCompiler(_CompilerBase):
             )
         outputs = self.emit_if(node, condition, then, orelse, list(then_values), list(else_values))
         names = [a if a == b else "return_val" for a, b in zip(then.outcome.names, orelse.outcome.names)]
-        return ReturnExit(outputs, names, location)
+        return ReturnExit(outputs, names, location, then.outcome.packed)
 
     def merge_assignments(self, node: ast.If, condition: ir.Value, then: Branch, orelse: Branch) -> Any:
         both_jump = then.outcome is LOOP_EXIT and orelse.outcome is LOOP_EXIT
@@ -213,25 +216,57 @@ class ControlFlowCompiler(_CompilerBase):
         return self.emit_if(node, condition, then, orelse, [then.outcome], [orelse.outcome])[0]
 
     # --------------------------------------------------------------- loops
-    def visit_For(self, node: ast.For) -> None:
-        if node.orelse:
-            raise UnsupportedSyntaxError("for/else is not supported", self.loc(node.orelse[0]),
-                                         hint="use a flag variable set before break")
-        if not isinstance(node.target, ast.Name):
-            raise UnsupportedSyntaxError("the loop variable must be a single name", self.loc(node.target),
-                                         hint="write: for i in range(n)")
+    def visit_For(self, node: ast.For) -> Any:
         iterator = node.iter
         is_range = False
         if isinstance(iterator, ast.Call) and not iterator.keywords and 1 <= len(iterator.args) <= 3:
             function = self.expr(iterator.func)
             is_range = isinstance(function, PyValue) and function.value is range
         if not is_range or not isinstance(iterator, ast.Call):  # the second test only informs mypy
-            raise UnsupportedSyntaxError(
-                "only 'for <name> in range(...)' loops are supported",
-                self.loc(iterator),
-                hint="loop over indices: for i in range(n), and index the tensor with x[i]",
-            )
+            iterable = self.expr(iterator)  # a Python list, tuple, dict, enumerate(...): unrolled
+            return self.unroll_for(node, self.static_items(iterable, iterator, "a for loop"))
         arguments = [self.expr(a) for a in iterator.args]
+        if all(isinstance(a, PyValue) for a in arguments):
+            return self.static_range_loop(node, arguments, iterator)
+        return self.range_loop(node, arguments, iterator)
+
+    def static_range_loop(self, node: ast.For, arguments: list[Any], iterator: ast.Call) -> Any:
+        """``for i in range(<constants>)``: an ONNX Loop where the body compiles as one; unrolled
+        (the body compiled per ``i``) where it needs ``i`` as a Python int (``layers[i]``),
+        changes a Python container, or the loop has an else."""
+        for operand, argument in zip(arguments, iterator.args):
+            if not _is_int(operand.value):
+                raise DslTypeError(f"range() takes ints, not {operand.value!r}", self.loc(argument),
+                                   hint="use int constants or INT64 scalar tensors as bounds")
+        try:
+            items = range(*[a.value for a in arguments])
+        except (TypeError, ValueError) as err:
+            raise DslTypeError(f"range() failed: {err}", self.loc(iterator),
+                               hint="use int constants or INT64 scalar tensors as bounds") from None
+        if node.orelse or not isinstance(node.target, ast.Name):
+            return self.unroll_for(node, self.static_items(PyValue(items), iterator, "a for loop"))
+        builder = self.builder
+        node_count, produced, constants = len(builder.graph.nodes), set(builder.produced), builder.snapshot()
+        scope_names, conditions = dict(self.scope.names), len(self.while_conditions)
+        try:
+            return self.range_loop(node, arguments, iterator)
+        except DslError:
+            del self.while_conditions[conditions:]
+            del builder.graph.nodes[node_count:]
+            builder.produced.intersection_update(produced)
+            builder.restore(constants)
+            self.scope.names.clear()
+            self.scope.names.update(scope_names)
+        return self.unroll_for(node, self.static_items(PyValue(items), iterator, "a for loop"))
+
+    def range_loop(self, node: ast.For, arguments: list[Any], iterator: ast.Call) -> None:
+        """``for i in range(...)`` as an ONNX Loop."""
+        if not isinstance(node.target, ast.Name):
+            raise UnsupportedSyntaxError("the loop variable of a loop over tensor bounds must be a single name",
+                                         self.loc(node.target), hint="write: for i in range(n)")
+        if node.orelse:
+            raise UnsupportedSyntaxError("for/else over tensor bounds is not supported", self.loc(node.orelse[0]),
+                                         hint="use a flag variable set before break")
         for operand, argument in zip(arguments, iterator.args):
             if isinstance(operand, PyValue) and not _is_int(operand.value):
                 raise DslTypeError(f"range() takes ints, not {operand.value!r}", self.loc(argument),

@@ -32,6 +32,7 @@ class ReturnExit:
     values: list[Any]
     names: list[str]
     location: Any
+    packed: bool = False  # a helper returned a tuple of these values (not one value)
 
 
 class _LoopExit:

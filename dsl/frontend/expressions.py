@@ -18,6 +18,7 @@ from dsl import indexing, ir
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.constants import is_tensor_literal
+from dsl.frontend.python_values import holds_tensor, raw_of
 from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
@@ -41,6 +42,10 @@ _PYTHON_COMPARE = {
     "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
     "Gt": operator.gt, "GtE": operator.ge,
 }
+_PYTHON_IDENTITY = {
+    "Is": operator.is_, "IsNot": operator.is_not,
+    "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b,
+}
 _FLOAT, _INT64 = 1, 7  # ONNX element type numbers
 _TENSOR_ATTRIBUTE_HINTS = {
     "T": "use op.Transpose(x)",
@@ -50,20 +55,18 @@ _TENSOR_PROPERTIES = frozenset({"shape", "ndim", "dtype"})
 
 UNSUPPORTED_EXPRESSIONS: dict[type, tuple[str, str]] = {
     ast.Lambda: ("lambda", "define a @script function (or a nested @graph() function) instead"),
-    ast.ListComp: ("list comprehension", "write a for loop, or use op.SequenceMap / op.Concat"),
-    ast.SetComp: ("set comprehension", "write a for loop"),
-    ast.DictComp: ("dict comprehension", "write a for loop"),
-    ast.GeneratorExp: ("generator expression", "write a for loop"),
     ast.Await: ("await", "scripted functions are not coroutines; remove await"),
     ast.Yield: ("yield", "return the values instead; scripted functions are not generators"),
     ast.YieldFrom: ("yield from", "return the values instead; scripted functions are not generators"),
     ast.NamedExpr: ("assignment expression (:=)", "assign in a separate statement"),
     ast.Starred: ("starred expression", "pass each value explicitly"),
-    ast.JoinedStr: ("f-string", "build strings outside @script and pass them as attributes"),
-    ast.Dict: ("dict display", "ONNX has no dictionaries; use separate values"),
-    ast.Set: ("set display", "ONNX has no sets; use a list constant or a tensor"),
     ast.Slice: ("slice outside a subscript", "slices are only allowed inside x[...]"),
 }
+
+
+def _holds_tensor_operand(operand: Any) -> bool:
+    """A list item that makes the list a Python list of tensors, not a 1-D tensor."""
+    return isinstance(operand, ValueTuple) or (isinstance(operand, PyValue) and holds_tensor(operand.value))
 
 
 def _same_constant(left: Any, right: Any) -> bool:
@@ -111,7 +114,7 @@ class ExpressionCompiler(_CompilerBase):
                     # ``op.X`` is always an operator, never a method or attribute of the Opset
                     # object: generated source spells a model's op_type here (``op.__init__``).
                     return PyValue(owner.get_op(node.attr))
-                return PyValue(getattr(owner, node.attr))
+                return self.operand(getattr(owner, node.attr))
             except DslError as err:
                 raise err.with_location(self.loc(node)) from None
             except AttributeError:
@@ -130,6 +133,9 @@ class ExpressionCompiler(_CompilerBase):
                 self.loc(node),
                 hint=_TENSOR_ATTRIBUTE_HINTS.get(node.attr, "use an op to compute it"),
             )
+        if isinstance(base, ValueTuple):
+            raise DslTypeError(f"several values have no attribute {node.attr!r}", self.loc(node),
+                               hint="unpack them first: a, b = ...")
         raise DslTypeError(f"cannot read attribute {node.attr!r} of this value", self.loc(node),
                            hint="only modules and opsets have attributes in @script")
 
@@ -141,15 +147,25 @@ class ExpressionCompiler(_CompilerBase):
 
     def tuple_or_list(self, node: ast.Tuple | ast.List) -> Any:
         """A tuple or list display: a Python constant, or a ValueTuple of tensors (tuples only)."""
-        items = [self.expr(item) for item in node.elts]
+        items: list[Any] = []
+        for item in node.elts:
+            if isinstance(item, ast.Starred):  # [*parts, x]: parts known while compiling
+                items.extend(self.operand(v) for v in self.static_items(self.expr(item.value), item, "*"))
+            else:
+                items.append(self.expr(item))
         if all(isinstance(item, PyValue) for item in items):
             values = [item.value for item in items]
-            return PyValue(tuple(values) if isinstance(node, ast.Tuple) else values)
+            return PyValue(tuple(values) if isinstance(node, ast.Tuple) else self.made_here(values))
         if isinstance(node, ast.Tuple):
             return ValueTuple(tuple(items))
-        items = [self.as_value(item, node) if isinstance(item, PyValue) and isinstance(item.value, SymbolicSize)
-                 else item for item in items]
-        return self.list_tensor(items, node)
+        if any(isinstance(item, AttrRef) for item in items) or not all(
+            isinstance(item, ir.Value) or _holds_tensor_operand(item) for item in items
+        ):
+            if not any(isinstance(item, ast.Starred) for item in node.elts):
+                items = [self.as_value(item, node) if isinstance(item, PyValue) and isinstance(item.value, SymbolicSize)
+                         else item for item in items]
+                return self.list_tensor(items, node)
+        return PyValue(self.made_here([raw_of(item) for item in items]))
 
     def list_tensor(self, items: list[Any], node: ast.List) -> ir.Value:
         """A list mixing Python numbers with attribute parameters or one-element tensors
@@ -287,6 +303,9 @@ class ExpressionCompiler(_CompilerBase):
         for index, comparison in enumerate(node.ops):
             name = type(comparison).__name__
             left, right = operands[index], operands[index + 1]
+            if name in _PYTHON_IDENTITY:
+                results.append(self.identity_compare(name, left, right, node))
+                continue
             if name not in COMPARE:
                 raise UnsupportedSyntaxError(
                     f"the comparison {type(comparison).__name__} is not supported",
@@ -300,6 +319,20 @@ class ExpressionCompiler(_CompilerBase):
             left_value, right_value = self.operand_pair(left, right, node)
             results.append(self.apply_spelling(COMPARE[name], [left_value, right_value], node))
         return self.conjunction(results, node, "And")
+
+    def identity_compare(self, name: str, left: Any, right: Any, node: ast.AST) -> PyValue:
+        """``is``/``is not``/``in``/``not in``: decided while compiling (``bias is None``)."""
+        left_raw, right_raw = raw_of(left), raw_of(right)
+        if name in ("In", "NotIn") and isinstance(left_raw, ir.Value):
+            raise DslTypeError("'in' with a tensor on its left needs its values at run time", self.loc(node),
+                               hint="compare tensors with op.Equal and combine with op.Or")
+        if isinstance(left_raw, AttrRef) or isinstance(right_raw, AttrRef):
+            raise DslTypeError("an attribute parameter's value is only known where the function is called",
+                               self.loc(node), hint="give the attribute a default and branch with if on it")
+        if name in ("In", "NotIn") and not isinstance(right, PyValue):
+            raise DslTypeError("'in' a tensor needs its values at run time", self.loc(node),
+                               hint="compare with op.Equal and reduce with op.ReduceMax")
+        return self.fold(_PYTHON_IDENTITY[name], (left_raw, right_raw), node)
 
     def conjunction(self, results: list[Any], node: ast.AST, op_type: str) -> Any:
         """Combine boolean operands with And/Or; constants decide at compile time where they can."""
@@ -320,8 +353,20 @@ class ExpressionCompiler(_CompilerBase):
         return combined
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
-        values = [self.expr(v) for v in node.values]
         op_type = "And" if isinstance(node.op, ast.And) else "Or"
+        values: list[Any] = []
+        last = len(node.values) - 1
+        for index, value_node in enumerate(node.values):
+            operand = self.expr(value_node)
+            if not values and isinstance(operand, PyValue) and index < last:
+                # Python's short circuit on a value known while compiling: what follows
+                # ``bias is not None and`` is not compiled when bias is None.
+                if self.truth(operand, value_node) == (op_type == "Or"):
+                    return operand
+                continue
+            if not values and index == last:
+                return operand  # ``True and x`` is x, as in Python
+            values.append(operand)
         if all(isinstance(v, PyValue) for v in values):
             result = values[0].value
             for v in values[1:]:
@@ -360,7 +405,7 @@ class ExpressionCompiler(_CompilerBase):
                     location,
                     hint="index tensors (function inputs, op results) instead, or use op.Gather",
                 )
-            return self.fold(operator.getitem, (base.value, index.value), node)
+            return self.operand(self.fold(operator.getitem, (base.value, index.value), node).value)
         index = self.index_item(node.slice)
         if isinstance(base, ValueTuple):
             if isinstance(index, int) and not isinstance(index, bool):
@@ -369,10 +414,18 @@ class ExpressionCompiler(_CompilerBase):
                 except IndexError:
                     raise DslTypeError(f"index {index} is out of range for {len(base.items)} values",
                                        location) from None
+            if isinstance(index, slice) and not _has_tensor(index):
+                return ValueTuple(base.items[index])
             raise DslTypeError("several values can only be indexed with a constant int", location,
                                hint="unpack them: a, b = ...")
         if isinstance(base, PyValue) and not _has_tensor(index):
-            return self.fold(operator.getitem, (base.value, index), node)
+            return self.operand(self.fold(operator.getitem, (base.value, index), node).value)
+        if isinstance(base, PyValue) and holds_tensor(base.value):
+            raise DslTypeError(
+                "a Python list of tensors or weights cannot be indexed by a tensor", location,
+                hint="index it with a Python int (a loop over a list, or range(n) with a constant n, is "
+                "unrolled), or stack the tensors with op.Concat and select with op.Gather",
+            )
         if isinstance(base, (GraphDef, ValueTuple)):
             raise DslTypeError("this value cannot be indexed", location)
         target = self.as_value(base, node)

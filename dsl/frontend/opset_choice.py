@@ -19,7 +19,7 @@ from dsl.errors import DslTypeError
 from dsl.frontend.scripted import Loaded, Scripted
 from dsl.opsets import OPSET_NAME, Op, Opset
 
-__all__ = ["referenced_opsets"]
+__all__ = ["referenced_opsets", "imported_onnx_opset"]
 
 
 def _code_objects(code: pytypes.CodeType) -> Iterator[pytypes.CodeType]:
@@ -34,12 +34,41 @@ def referenced_opsets(
 ) -> tuple[dict[str, int], list[Scripted | Loaded]]:
     """Domain -> version of the opsets the function names, and the scripted functions and
     loaded models it names (whose opset decides when the function calls no op itself)."""
+    opsets: list[Opset] = []
+    callees: list[Scripted | Loaded] = []
+    _collect(code, resolve, opsets, callees, set())
+    versions: dict[str, int] = {}
+    for opset in opsets:
+        previous = versions.setdefault(opset.domain, opset.version)
+        if previous != opset.version:
+            raise DslTypeError(
+                f"this function uses {opset.domain or 'ai.onnx'} opset versions {previous} and {opset.version}",
+                _first_use(tree, resolve, opset, locate),
+                hint=f"use one version per domain, e.g. opset{max(previous, opset.version)} everywhere",
+            )
+    return versions, callees
+
+
+def imported_onnx_opset(namespace: dict[str, Any]) -> Opset | None:
+    """The ai.onnx opset a module imports (``from dsl import opset18 as op``), when it
+    imports one version only: what a function that calls no op itself is compiled with."""
+    found = {value.version: value for value in list(namespace.values())
+             if isinstance(value, Opset) and value.domain == ""}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _collect(
+    code: pytypes.CodeType, resolve: Callable[[str], Any], opsets: list[Opset], callees: list[Scripted | Loaded],
+    seen: set[int], depth: int = 0,
+) -> None:
+    """The opsets and callees ``code`` names, and those of the plain Python helpers it
+    names (their bodies compile in place, so their ops are this function's)."""
+    from dsl.frontend.python_values import is_user_function
+
     names: dict[str, None] = {}
     for nested in _code_objects(code):
         names.update(dict.fromkeys(nested.co_names))
         names.update(dict.fromkeys(nested.co_freevars))
-    opsets: list[Opset] = []
-    callees: list[Scripted | Loaded] = []
     modules: list[Any] = []
     for name in names:
         target = resolve(name)
@@ -51,6 +80,9 @@ def referenced_opsets(
             callees.append(target)
         elif isinstance(target, pytypes.ModuleType):
             modules.append(target)
+        elif depth < _HELPER_DEPTH and is_user_function(target) and id(target.__code__) not in seen:
+            seen.add(id(target.__code__))
+            _collect(target.__code__, _resolver(target), opsets, callees, seen, depth + 1)
     for module in modules:
         namespace = vars(module)
         for name in names:
@@ -65,16 +97,23 @@ def referenced_opsets(
                     continue
             if isinstance(found, Opset):
                 opsets.append(found)
-    versions: dict[str, int] = {}
-    for opset in opsets:
-        previous = versions.setdefault(opset.domain, opset.version)
-        if previous != opset.version:
-            raise DslTypeError(
-                f"this function uses {opset.domain or 'ai.onnx'} opset versions {previous} and {opset.version}",
-                _first_use(tree, resolve, opset, locate),
-                hint=f"use one version per domain, e.g. opset{max(previous, opset.version)} everywhere",
-            )
-    return versions, callees
+
+
+_HELPER_DEPTH = 4
+
+
+def _resolver(function: Any) -> Callable[[str], Any]:
+    """Name -> value in a helper's own namespace: its closure, its globals, builtins."""
+    import builtins
+
+    closure = {}
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            closure[name] = cell.cell_contents
+        except ValueError:
+            continue
+    namespace = function.__globals__
+    return lambda name: closure.get(name, namespace.get(name, vars(builtins).get(name)))
 
 
 def _first_use(tree: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[str], Any], opset: Opset, locate: Callable[[Any], Any]) -> Any:

@@ -20,10 +20,11 @@ _BUILTINS = vars(builtins)  # a dict lookup: getattr raises and catches for ever
 class Origin:
     """Where names not bound in the body come from: the closure, the globals, builtins."""
 
-    __slots__ = ("closure", "globals", "operands", "source")
+    __slots__ = ("closure", "defining_locals", "globals", "operands", "source")
 
-    def __init__(self, python_function: Any, source: FunctionSource) -> None:
+    def __init__(self, python_function: Any, source: FunctionSource, defining_locals: dict[str, Any] | None = None) -> None:
         self.source = source
+        self.defining_locals = defining_locals or {}
         # Names resolved here, as operands: made once per compile (``op`` in every ``op.X``).
         self.operands: dict[str, PyValue] = {}
         self.globals: dict[str, Any] = getattr(python_function, "__globals__", {})
@@ -49,7 +50,7 @@ class Origin:
         location = self.source.location(node)
         try:
             code = compile(ast.Expression(body=node), location.file, "eval")
-            return eval(code, self.globals, dict(self.closure))
+            return eval(code, self.globals, {**self.defining_locals, **self.closure})
         except Exception as err:
             raise DslTypeError(
                 f"cannot evaluate annotation: {type(err).__name__}: {err}",

@@ -36,7 +36,6 @@ UNSUPPORTED_STATEMENTS: dict[type, tuple[str, str]] = {
     ast.Global: ("global", "read module-level constants directly; assignments stay local"),
     ast.Nonlocal: ("nonlocal", "return the value instead of assigning an outer variable"),
     ast.Raise: ("raise", "ONNX has no exceptions; validate inputs before calling the model"),
-    ast.Assert: ("assert", "ONNX has no assertions; check shapes outside the model"),
     ast.Import: ("import", "import at module level"),
     ast.ImportFrom: ("import", "import at module level"),
 }
@@ -219,6 +218,8 @@ class StatementCompiler(_CompilerBase):
 
     # ------------------------------------------------------------------ exits
     def visit_Return(self, node: ast.Return) -> ReturnExit:
+        if self.__dict__.get("in_helper") and self.loop_depth == 0:
+            return self.helper_return(node)
         if self.loop_depth > 0:
             raise UnsupportedSyntaxError(
                 "return inside a loop is not supported",

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl import ir, types
+from dsl import hooks, ir, types
 from dsl.weights_file import read_weights_file
 
 __all__ = [
@@ -66,6 +66,36 @@ class Initializer:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # Eager calls see the data itself.
         return np.asarray(self.tensor.array, dtype=dtype)
+
+    def eager(self) -> Any:
+        """The weight as an eager tensor: Python operators on it run the ONNX ops the
+        compiler writes for them (``w * 2.0`` is Mul), as they do in a compiled body."""
+        return hooks.eager_tensor(np.asarray(self.tensor.array))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.tensor.array.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.asarray(self.tensor.array).dtype
+
+
+def _eager_operator(name: str) -> Any:
+    def apply(self: Initializer, *others: Any) -> Any:
+        return getattr(self.eager(), name)(*others)
+
+    apply.__name__ = name
+    return apply
+
+
+for _name in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__mod__", "__rmod__", "__and__", "__rand__",
+    "__or__", "__ror__", "__xor__", "__rxor__", "__neg__", "__pos__", "__invert__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__",
+):
+    setattr(Initializer, _name, _eager_operator(_name))
 
 
 def initializer(array: Any, name: str = "", *, local: bool = False) -> Initializer:
