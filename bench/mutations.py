@@ -235,6 +235,14 @@ MUTATIONS = [
     Mutation("V1", "a tensor's empty name written as a set field", "converter/value_encoding.py",
              "        if tensor_name:\n            proto.name = tensor_name", "        proto.name = tensor_name",
              ("tests/test_value_encoding.py",)),
+    Mutation("RP1", "the model's constants saved in the state_dict beside its weights", "converter/torch_module/module.py",
+             "    _constants_unsaved(module, set(table.registered))\n", "", ("tests/test_torch_module.py",)),
+    Mutation("RP2", "weight Constants of If/Loop/Scan bodies left inside the body", "converter/torch_module/node_forms.py",
+             "    return [*ir.outer_values(bodies), *held]", "    return ir.outer_values(bodies)",
+             ("tests/test_torch_module.py",)),
+    Mutation("RP3", "an unknown key tied to a placed weight not recognised", "converter/torch_module/weights.py",
+             "        if twin is not None:", "        if False:",
+             ("tests/test_torch_module.py",)),
 ]
 
 

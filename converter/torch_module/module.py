@@ -66,7 +66,19 @@ def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share
     module = OnnxModule(root, builder.graph, class_name="OnnxModule")
     module.onnx_model = model
     module.onnx_names = dict(table.registered)
+    _constants_unsaved(module, set(table.registered))
     return module
+
+
+def _constants_unsaved(module: torch.nn.Module, weights: set[str]) -> None:
+    """Leave the model's constants (attribute tensors, small Constants, a body's own) out
+    of the ``state_dict``: fx's GraphModule re-registers the builder's non-persistent
+    buffers as persistent ones, and a checkpoint should hold the weights alone, the keys
+    :meth:`OnnxModule.to_onnx` and ``converter.with_weights`` write back."""
+    for owner_name, owner in module.named_modules():
+        for name, _ in owner.named_buffers(recurse=False):
+            if owner_name or name not in weights:
+                owner._non_persistent_buffers_set.add(name)
 
 
 def _opsets(model: ir.Model) -> dict[str, int]:

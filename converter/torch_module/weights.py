@@ -10,6 +10,7 @@ of one model give the same ``state_dict`` keys.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -196,11 +197,47 @@ def proto_with_weights(proto: onnx.ModelProto, state: Mapping[str, Any]) -> onnx
                         replaced.add(node.output[0])
     unknown = sorted(set(arrays) - replaced)
     if unknown:
+        known = sorted({tensor.name for graph in _graphs(proto.graph) for tensor in graph.initializer}
+                       | {node.output[0] for graph in _graphs(proto.graph) for node in graph.node
+                          if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output})
         raise ConversionError(
             f"the model has no weight named {', '.join(map(repr, unknown[:5]))}",
-            hint="pass the state_dict of a module converted from this same model",
+            hint=_unknown_hint(unknown, known, arrays, replaced),
         )
     return proto
+
+
+def _unknown_hint(unknown: list[str], known: list[str], arrays: Mapping[str, Any], placed: set[str]) -> str:
+    """Why the keys fit nowhere: a tied copy of a weight that is placed (one tensor under
+    two names, as a language model's output layer and its embedding), close spellings of
+    the model's weight names, or a checkpoint of another model."""
+    lines = []
+    for name in unknown[:5]:
+        twin = next((other for other in sorted(placed) if _same_tensor(arrays[name], arrays[other])), None)
+        if twin is not None:
+            lines.append(f"{name!r} holds the same tensor as {twin!r}: a tied copy of that weight, which the "
+                         f"model holds once; drop the key from the state_dict")
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if close:
+            lines.append(f"{name!r}: did you mean {' or '.join(repr(torch_name(c)) for c in close)} "
+                         f"(ONNX {', '.join(map(repr, close))})?")
+    if len(lines) < len(unknown[:5]):
+        lines.append("pass the state_dict of a module converted from this same model (state_dict keys are "
+                     "the ONNX names, '.' written '%2E')")
+    return "\n".join(lines)
+
+
+def _same_tensor(first: Any, second: Any) -> bool:
+    """The same memory (torch tensors tied by the module), or equal arrays of one shape."""
+    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor):
+        if first.shape != second.shape or first.dtype != second.dtype:
+            return False
+        if first.numel() and first.data_ptr() == second.data_ptr():
+            return True
+        return first.numel() > 1 and bool(torch.equal(first.detach().cpu(), second.detach().cpu()))
+    first_array, second_array = np.asarray(first), np.asarray(second)
+    return first_array.size > 1 and first_array.shape == second_array.shape and np.array_equal(first_array, second_array)
 
 
 def _replace(tensor: onnx.TensorProto, value: Any, torch_to_numpy: Any) -> None:
