@@ -254,7 +254,8 @@ def test_with_weights_names_close_matches_and_tied_copies() -> None:
 
 
 def _branch_weight_model() -> onnx.ModelProto:
-    """``y = x @ W`` with ``W`` a float Constant held in each branch of an If (as spox writes weights)."""
+    """``y = (x @ W) * 0.5`` with ``W`` a float Constant held in each branch of an If (as
+    spox writes weights); the scalar is a constant, not a weight."""
     rng = np.random.default_rng(3)
 
     def branch(name: str, scale: float) -> onnx.GraphProto:
@@ -265,7 +266,9 @@ def _branch_weight_model() -> onnx.ModelProto:
             name, [], [oh.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, ["N", 2])])
 
     graph = oh.make_graph(
-        [oh.make_node("If", ["flag"], ["y"], then_branch=branch("then", 1.0), else_branch=branch("else", -1.0))],
+        [oh.make_node("If", ["flag"], ["chosen"], then_branch=branch("then", 1.0), else_branch=branch("else", -1.0)),
+         oh.make_node("Constant", [], ["half"], value=onnx.numpy_helper.from_array(np.array(0.5, np.float32))),
+         oh.make_node("Mul", ["chosen", "half"], ["y"])],
         "branches",
         [oh.make_tensor_value_info("flag", onnx.TensorProto.BOOL, []),
          oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import onnx
@@ -49,11 +49,14 @@ class OnnxModule(torch.fx.GraphModule):
         return result
 
 
-def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share_weights: bool = False) -> OnnxModule:
+def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share_weights: bool = False,
+                 trainable: Collection[str] = ()) -> OnnxModule:
     """``model`` as an :class:`OnnxModule` computing ``outputs`` (value names; default the
     model's outputs).  ``share_weights``: ``model`` is the module's alone, so its weight
-    arrays become the parameters' memory (no second copy; training writes into them)."""
-    table = WeightTable(model, share_weights)
+    arrays become the parameters' memory (no second copy; training writes into them).
+    ``trainable``: ONNX names of float weights that train though their role says not
+    (see :mod:`.weight_roles`)."""
+    table = WeightTable(model, share_weights, trainable)
     root = torch.nn.Module()
     builder = GraphBuilder(table, root, is_root=True)
     results = model.graph.outputs if outputs is None else _values_named(model.graph, outputs)

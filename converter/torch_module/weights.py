@@ -3,15 +3,17 @@
 A weight is an initializer of any graph, or a ``Constant`` whose ``value`` tensor is
 floating point with more than one element (models exported with weights folded into
 Constants).  Floating-point weights are ``nn.Parameter``s, except frozen markup params
-(``$constant`` in the name) and BatchNormalization's running mean and variance, which
-are buffers like every other tensor.  Names come from :mod:`.names`, so two conversions
+(``$constant`` in the name), BatchNormalization's running mean and variance, and
+weights used only in roles that do not train (exponents, bounds, scales, epsilons: see
+:mod:`.weight_roles`; ``trainable`` names those that train all the same), which are
+buffers like every other tensor.  Names come from :mod:`.names`, so two conversions
 of one model give the same ``state_dict`` keys.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +22,7 @@ import torch
 
 from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.names import onnx_name, torch_name
+from converter.torch_module.weight_roles import fixed_weights
 from dsl import ir, types
 from dsl.errors import ConversionError
 
@@ -43,7 +46,7 @@ class Weight(NamedTuple):
 class WeightTable:
     """The weights and constants of one model, shared by every graph builder."""
 
-    def __init__(self, model: ir.Model, share_weights: bool = False) -> None:
+    def __init__(self, model: ir.Model, share_weights: bool = False, trainable: Collection[str] = ()) -> None:
         self.model = model
         # the model's weight arrays become the tensors' memory (the caller made the model for
         # this module alone); each array serves one tensor, so two weights never alias
@@ -67,6 +70,11 @@ class WeightTable:
                 if value.initializer is not None:
                     frozen = value in self.statistics or "$constant" in value.name
                     self._add_weight(value, value.initializer, not frozen)
+        # exponents, bounds, scales, epsilons: buffers unless the caller asks (see weight_roles)
+        candidates = {value for value, weight in self.weights.items()
+                      if weight.is_parameter and value.name not in trainable}
+        for value in fixed_weights(model.graph, candidates):
+            self.weights[value] = self.weights[value]._replace(is_parameter=False)
 
     def _add_constant(self, node: ir.Node) -> None:
         if node.domain not in ("", "ai.onnx") or node.op_type != "Constant" or len(node.attributes) != 1:
