@@ -277,6 +277,11 @@ MUTATIONS = [
              "    if False:", ("tests/test_onnxscript_compat.py",)),
     Mutation("RP15", "node metadata of exporters written on one line", "converter/python_source/metadata.py",
              "    if len(one_line) + indent <= _SHORT_LINE:", "    if True:", ("tests/test_exported_models.py",)),
+    Mutation("RP16", "a long call written on one line", "converter/python_source/statements.py",
+             "            if len(line) > _WRAP_AT and len(arguments) > 1:", "            if False:",
+             ("tests/test_shipped_model_forms.py",)),
+    Mutation("RP17", "value_info of values the walk never reaches not compared", "converter/compare_metadata.py",
+             "else second.get(info.name)", "else None", ("tests/test_shipped_model_forms.py",)),
 ]
 
 

@@ -71,7 +71,8 @@ def _graph_metadata(scope_a: Any, scope_b: Any, forward: dict[Any, Any]) -> None
     second = {info.name: info for info in infos_b}
     for info in infos_a:
         paired = forward.get((id(scope_a), info.name))
-        found = second.get(paired[1]) if paired is not None else None
+        # (a value the walk never reaches, such as an initializer nothing reads, by its name)
+        found = second.get(paired[1]) if paired is not None else second.get(info.name)
         if found is None:
             raise Different(f"{where} value_info {info.name!r}: the second has none for its value")
         compare_types(info.type, found.type, f"{where} value_info {info.name!r}", True, None)

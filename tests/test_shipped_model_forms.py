@@ -187,3 +187,31 @@ def test_a_model_read_and_written_keeps_its_producer() -> None:
     model.producer_name, model.producer_version = "spox", "0.1"
     part = converter.cut(model, outputs=["387"])
     assert (part.producer_name, part.producer_version) == ("spox", "0.1")
+
+
+# ------------------------------------------------------------- readable source
+
+
+def test_a_call_with_long_exporter_names_is_written_one_argument_a_line(tmp_path: Any) -> None:
+    stem = "F0_If_0_then_branch__Inline_0___stft_padding_"  # (a spox-inlined torch export's names)
+    names = [f"{stem}{part}_output_0" for part in ("Reshape", "Constant_4", "Constant_5", "Constant_6")]
+    model = _model([oh.make_node("Slice", names, ["y"])],
+                   [oh.make_tensor_value_info(names[0], TensorProto.FLOAT, [8])]
+                   + [oh.make_tensor_value_info(name, TensorProto.INT64, [1]) for name in names[1:]],
+                   [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    source, rebuilt = round_trip(model, str(tmp_path))
+    assert max(map(len, source.splitlines())) <= 120
+    assert "y = op.Slice(\n" in source
+    converter.assert_isomorphic(model, rebuilt, check_metadata=True)
+
+
+def test_value_info_of_a_weight_nothing_reads_survives(tmp_path: Any) -> None:
+    unread = numpy_helper.from_array(np.arange(20, dtype=np.float32), "folded")
+    model = _model([oh.make_node("Relu", ["x"], ["y"])], [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [unread],
+                   value_info=[oh.make_tensor_value_info("folded", TensorProto.FLOAT, [20])])
+    _, rebuilt = round_trip(model, str(tmp_path))
+    converter.assert_isomorphic(model, rebuilt, check_metadata=True)
+    del rebuilt.graph.value_info[:]
+    with pytest.raises(AssertionError, match="value_info"):
+        converter.assert_isomorphic(model, rebuilt, check_metadata=True)
