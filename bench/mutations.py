@@ -275,7 +275,7 @@ MUTATIONS = [
     Mutation("RP14", "an explicit older ir_version refused", "converter/to_onnx.py",
              "    if requested >= features and loads_ir_version(requested, opset):",
              "    if False:", ("tests/test_onnxscript_compat.py",)),
-    Mutation("RP15", "node metadata of exporters written on one line", "converter/python_source/metadata.py",
+    Mutation("RP15", "node metadata of exporters written on one line", "converter/python_source/literals.py",
              "    if len(one_line) + indent <= _SHORT_LINE:", "    if True:", ("tests/test_exported_models.py",)),
     Mutation("RP16", "a long call written on one line", "converter/python_source/statements.py",
              "            if len(line) > _WRAP_AT and len(arguments) > 1:", "            if False:",
