@@ -282,6 +282,8 @@ MUTATIONS = [
              ("tests/test_shipped_model_forms.py",)),
     Mutation("RP17", "value_info of values the walk never reaches not compared", "converter/compare_metadata.py",
              "else second.get(info.name)", "else None", ("tests/test_shipped_model_forms.py",)),
+    Mutation("RP18", "weight Constants of function bodies left as constants", "converter/torch_module/weights.py",
+             "                self._add_function_weight(function, node)", "                pass", TORCH_FUNCTIONS),
 ]
 
 

@@ -385,7 +385,10 @@ def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None, *, 
 
 def with_weights(model: Any, state_dict: Any) -> onnx.ModelProto:
     """The model (a path, ModelProto or :class:`ir.Model`) with the weights of a
-    ``state_dict`` from :func:`to_torch`'s module as its initializers, by ONNX name.
+    ``state_dict`` from :func:`to_torch`'s module put back where the model holds them
+    (initializers and weight Constants of any graph or function body), by ONNX name.
+    A key that fits no weight is an error naming close matches, or saying that it holds
+    the same tensor as a weight placed (a tied copy, to drop).
 
     >>> trained = converter.with_weights("model.onnx", torch.load("checkpoint.pt")["model"])  # doctest: +SKIP
     """
