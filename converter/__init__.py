@@ -371,13 +371,15 @@ def _with_inferred_types(proto: Any) -> Any:
         return proto
 
 
-def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None) -> Any:
+def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None, *, trainable: Sequence[str] = ()) -> Any:
     """A trainable ``torch.nn.Module`` (a ``torch.fx.GraphModule``) computing the model.
 
     ``model_or_path_or_ir`` is a path, a ModelProto or an :class:`ir.Model`.  Float
     initializers become parameters named after their ONNX names (``.`` written ``%2E``,
     see :mod:`converter.torch_module.names`); ``outputs`` (value names) ends the module at
-    inner values.  ``module.train()`` switches BatchNormalization to batch statistics and
+    inner values.  A float weight used only as an exponent, a clip bound, scales, range
+    bounds or an epsilon stays a buffer (see :mod:`converter.torch_module.weight_roles`)
+    unless ``trainable`` names it.  ``module.train()`` switches BatchNormalization to batch statistics and
     Dropout on; ``module.to_onnx()`` gives the model back with the trained weights.  Ops
     without a torch kernel run on onnxruntime, detached.  Needs torch (the ``torch`` extra).
 
@@ -391,13 +393,16 @@ def to_torch(model_or_path_or_ir: Any, outputs: Sequence[str] | None = None) -> 
         if isinstance(model_or_path_or_ir, (str, os.PathLike)):
             # read here, the model is the module's alone: the parameters take its weight arrays'
             # memory instead of a second copy (a proto or ir.Model passed in is the caller's)
-            return build_module(load_model(model_or_path_or_ir), outputs, share_weights=True)
-        return build_module(_ir_model(model_or_path_or_ir), outputs)
+            return build_module(load_model(model_or_path_or_ir), outputs, share_weights=True, trainable=trainable)
+        return build_module(_ir_model(model_or_path_or_ir), outputs, trainable=trainable)
 
 
 def with_weights(model: Any, state_dict: Any) -> onnx.ModelProto:
     """The model (a path, ModelProto or :class:`ir.Model`) with the weights of a
-    ``state_dict`` from :func:`to_torch`'s module as its initializers, by ONNX name.
+    ``state_dict`` from :func:`to_torch`'s module put back where the model holds them
+    (initializers and weight Constants of any graph or function body), by ONNX name.
+    A key that fits no weight is an error naming close matches, or saying that it holds
+    the same tensor as a weight placed (a tied copy, to drop).
 
     >>> trained = converter.with_weights("model.onnx", torch.load("checkpoint.pt")["model"])  # doctest: +SKIP
     """

@@ -247,6 +247,10 @@ def _add_export(commands: Any) -> None:
         "--lenient", action="store_true", help="warn instead of failing on what Agrippa tolerated (unknown attributes, "
         "contradicted dims)"
     )
+    export.add_argument(
+        "--strict", action="store_true", help="fail on what Agrippa tolerated and onnxquill warns about (misspelt "
+        "attributes, editor layout, exports of undefined names, attributes that are inputs)"
+    )
     export.set_defaults(run=_run_export)
 
 
@@ -277,6 +281,7 @@ def _run_export(args: argparse.Namespace) -> int:
         index=args.index,
         seed=args.seed,
         lenient=args.lenient,
+        strict=args.strict,
     )
     outputs = ", ".join(o.name for o in model.graph.output)
     print(f"wrote {len(model.graph.node)} nodes, {len(model.graph.initializer)} weights; outputs: {outputs}")

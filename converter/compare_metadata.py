@@ -1,11 +1,12 @@
 """What ``check_metadata=True`` adds to the comparison of two models.
 
 Besides the model's own doc string, producer name and ``metadata_props`` (compared in
-:mod:`converter.compare`), metadata is: the IR version (the second model's may be
+:mod:`converter.compare`), metadata is: the names of the main graph's inputs and outputs
+(what callers feed and fetch by), the IR version (the second model's may be
 higher, since its content may need a newer one, but not lower unless the first's is
 one the installed onnxruntime refuses: a round trip keeps what runs), each graph's
 ``metadata_props``, each node's ``metadata_props`` (an exporter's stack traces and
-module names), in function bodies too, and the types of ``value_info``.  Nodes and values are compared through
+module names), in function bodies too, and the types of ``value_info`` (of values that are not a graph input or output).  Nodes and values are compared through
 the pairing the structural comparison found, so names may still differ.
 """
 
@@ -27,7 +28,20 @@ def compare_metadata(first: onnx.ModelProto, second: onnx.ModelProto, comparison
 
     if second.ir_version < min(first.ir_version, max_ir_version()):
         raise Different(f"ir_version: {first.ir_version} vs {second.ir_version}")
+    _interface_names(first.graph, second.graph)
     compare_scope_metadata(comparison)
+
+
+def _interface_names(first: onnx.GraphProto, second: onnx.GraphProto) -> None:
+    """The names callers feed and fetch by: the main graph's inputs (weights listed as
+    inputs aside) and outputs, position by position."""
+    for kind in ("input", "output"):
+        weights = ({t.name for t in first.initializer}, {t.name for t in second.initializer})
+        names = [[value.name for value in getattr(graph, kind) if value.name not in held]
+                 for graph, held in zip((first, second), weights)]
+        for index, (name_a, name_b) in enumerate(zip(*names)):
+            if name_a != name_b:
+                raise Different(f"graph {kind} {index} is named {name_a!r} vs {name_b!r}")
 
 
 def compare_scope_metadata(comparison: Any) -> None:
@@ -51,15 +65,25 @@ def _graph_metadata(scope_a: Any, scope_b: Any, forward: dict[Any, Any]) -> None
     where = scope_a.where
     if _props(graph_a) != _props(graph_b):
         raise Different(f"{where} metadata_props: {_props(graph_a)} vs {_props(graph_b)}")
-    if len(graph_a.value_info) != len(graph_b.value_info):
-        raise Different(f"{where}: {len(graph_a.value_info)} value_info entries vs {len(graph_b.value_info)}")
-    second = {info.name: info for info in graph_b.value_info}
-    for info in graph_a.value_info:
+    infos_a, infos_b = _inner_value_info(graph_a), _inner_value_info(graph_b)
+    if len(infos_a) != len(infos_b):
+        raise Different(f"{where}: {len(infos_a)} value_info entries vs {len(infos_b)}")
+    second = {info.name: info for info in infos_b}
+    for info in infos_a:
         paired = forward.get((id(scope_a), info.name))
-        found = second.get(paired[1]) if paired is not None else None
+        # (a value the walk never reaches, such as an initializer nothing reads, by its name)
+        found = second.get(paired[1]) if paired is not None else second.get(info.name)
         if found is None:
             raise Different(f"{where} value_info {info.name!r}: the second has none for its value")
         compare_types(info.type, found.type, f"{where} value_info {info.name!r}", True, None)
+
+
+def _inner_value_info(graph: onnx.GraphProto) -> list[Any]:
+    """The value_info entries of values that are not the graph's inputs or outputs: an entry
+    for one of those repeats its declaration (which wins where the two disagree, as
+    onnxruntime reads them), so a model written back leaves it out."""
+    interface = {value.name for value in (*graph.input, *graph.output)}
+    return [info for info in graph.value_info if info.name not in interface]
 
 
 def _props(owner: Any) -> dict[str, str]:

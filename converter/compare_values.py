@@ -85,6 +85,7 @@ def _compatible(type_a: Any, type_b: Any) -> bool:
             return False
         return all(
             not (a.HasField("dim_value") and b.HasField("dim_value")) or a.dim_value == b.dim_value
+            or min(a.dim_value, b.dim_value) < 0  # (a negative size is an unknown one, as onnxruntime reads it)
             for a, b in zip(tensor_a.shape.dim, tensor_b.shape.dim)
         )
     if which_a == "sequence_type":
@@ -104,7 +105,9 @@ def _type_text(type_proto: Any) -> str:
         if not tensor.HasField("shape"):
             return f"{elem}[...]"
         dims = [
-            str(d.dim_value) if d.HasField("dim_value") else (repr(d.dim_param) if d.HasField("dim_param") else "?")
+            # (a negative size is an unknown one, as onnxruntime reads it and the converter writes it back)
+            str(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0
+            else (repr(d.dim_param) if d.HasField("dim_param") else "?")
             for d in tensor.shape.dim
         ]
         return f"{elem}[{', '.join(dims)}]"

@@ -326,6 +326,8 @@ class _Reader(ProtoValueReader):
     def _value_info(self, value_infos: Any, graph: ir.Graph, scope: _Scope, bound_only: bool = False) -> None:
         # (A typed model has an entry a value: the lookups are hoisted, type() is inlined.)
         bound, known_types, add = scope.values.get, self.types, graph.value_info.append
+        # a graph input's or output's own declaration wins over a value_info entry for it
+        interface = {*graph.inputs, *graph.outputs} if value_infos else set()
         for value_proto in value_infos:
             name = value_proto.name
             value = bound(name)
@@ -337,7 +339,7 @@ class _Reader(ProtoValueReader):
             declared = known_types.get(type_proto.SerializeToString(), _UNSEEN)
             if declared is _UNSEEN:
                 declared = self.type(type_proto)
-            if declared is not None:
+            if declared is not None and value not in interface:
                 value.type = declared
             doc_string = value_proto.doc_string
             if doc_string:

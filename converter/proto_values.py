@@ -11,12 +11,13 @@ external data (only from the model's own folder) and the new element types go th
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dsl import ir
-from dsl.errors import ModelLoadError
+from dsl.errors import ModelLoadError, ModelWarning
 from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
@@ -139,10 +140,10 @@ class ProtoValueReader:
         which = proto.WhichOneof("value")
         if which == "tensor_type":
             tensor = proto.tensor_type
-            return self.tensor_type(tensor.elem_type, _shape(tensor))
+            return self.tensor_type(tensor.elem_type, self._shape(tensor))
         if which == "sparse_tensor_type":
             sparse = proto.sparse_tensor_type
-            return ir.SparseTensorType(int(sparse.elem_type), _shape(sparse))
+            return ir.SparseTensorType(int(sparse.elem_type), self._shape(sparse))
         if which == "sequence_type":
             return ir.SequenceType(self.type(proto.sequence_type.elem_type))
         if which == "optional_type":
@@ -152,19 +153,28 @@ class ProtoValueReader:
         return None
 
 
-def _shape(tensor_type: Any) -> tuple[int | str | None, ...] | None:
-    if not tensor_type.HasField("shape"):
-        return None
-    dims: list[int | str | None] = []
-    for dim in tensor_type.shape.dim:
-        which = dim.WhichOneof("value")
-        if which == "dim_value":
-            dims.append(int(dim.dim_value))
-        elif which == "dim_param":
-            dims.append(dim.dim_param)
-        else:
-            dims.append(None)
-    return tuple(dims)
+    def _shape(self, tensor_type: Any) -> tuple[int | str | None, ...] | None:
+        """The declared dimensions; a negative size (exporters write ``-1`` for a batch)
+        is read as an unknown one, as onnxruntime reads it, with a :class:`ModelWarning`."""
+        if not tensor_type.HasField("shape"):
+            return None
+        dims: list[int | str | None] = []
+        for dim in tensor_type.shape.dim:
+            which = dim.WhichOneof("value")
+            if which == "dim_value":
+                dims.append(int(dim.dim_value))
+            elif which == "dim_param":
+                dims.append(dim.dim_param)
+            else:
+                dims.append(None)
+        negative = [axis for axis, dim in enumerate(dims) if isinstance(dim, int) and dim < 0]
+        if negative:
+            warnings.warn(
+                f"{self.source}: a type declares the size {dims[negative[0]]} on axis {negative[0]} "
+                f"({len(negative)} negative size(s) in all): read as an unknown size, as onnxruntime does; "
+                "ONNX sizes are >= 0, so the model written back declares it unknown", ModelWarning, stacklevel=2)
+            dims = [None if axis in negative else dim for axis, dim in enumerate(dims)]
+        return tuple(dims)
 
 
 def text(raw: bytes) -> str | bytes:

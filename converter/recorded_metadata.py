@@ -20,7 +20,7 @@ import onnx
 from converter.value_encoding import Export, annotation_type, fill_metadata_props, fill_type
 from dsl import ir
 
-__all__ = ["apply_recorded_metadata", "node_metadata_attached", "node_paths", "main_node_key"]
+__all__ = ["apply_recorded_metadata", "node_metadata_attached", "node_paths", "main_node_key", "interface_names_restored"]
 
 
 def apply_recorded_metadata(
@@ -40,12 +40,45 @@ def apply_recorded_metadata(
         fill_metadata_props(graph, graph_metadata_props, export)
     if value_info:
         interface = {v.name for v in (*graph.input, *graph.output)}
-        known = {name for node in graph.node for name in node.output} - interface
+        known = ({name for node in graph.node for name in node.output} | {t.name for t in graph.initializer}) - interface
         listed = {v.name for v in graph.value_info}
         for name, annotation in value_info.items():
             if name not in known or name in listed:
                 continue
             fill_type(graph.value_info.add(name=name).type, annotation_type(annotation, f"value_info[{name!r}]"), export)
+
+
+@contextlib.contextmanager
+def interface_names_restored(graph: ir.Graph, io_names: dict[str, str] | None) -> Iterator[None]:
+    """The graph's inputs and outputs under the model's own names while it is written:
+    ``io_names`` maps the Python name of each one whose name Python cannot spell
+    (``'input_'``, ``'v387'``) to the original (``'input'``, ``'387'``).  A name some other
+    value of the graph or its bodies holds is left as it is (the edited source took it).
+    The IR is the user's: the Python names come back afterwards.
+
+    >>> with interface_names_restored(function.graph, {"v387": "387"}): ...   # doctest: +SKIP
+    """
+    if not io_names:
+        yield
+        return
+    taken = {value.name for value in graph.inputs} | {value.name for value in graph.initializers}
+    for node, owner in ir.walk(graph):
+        taken.update(value.name for value in node.outputs)
+        taken.update(value.name for value in owner.inputs)
+    renamed: list[tuple[ir.Value, str]] = []
+    for value in (*graph.inputs, *graph.outputs):
+        wanted = io_names.get(value.name)
+        if not isinstance(wanted, str) or wanted in taken:
+            continue
+        taken.discard(value.name)
+        taken.add(wanted)
+        renamed.append((value, value.name))
+        value.name = wanted
+    try:
+        yield
+    finally:
+        for value, name in renamed:
+            value.name = name
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import importlib.metadata
 import operator
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -286,6 +287,7 @@ def model_to_proto(
     graph_metadata_props: dict[str, str] | None = None,
     min_ir_version: int | None = None,
     source_links: bool = False,
+    io_names: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -297,14 +299,15 @@ def model_to_proto(
     need; pass ``ir_version`` to force one.  Output types the IR
     lacks are filled by ONNX shape inference.  An input typed ``FLOAT[...]`` has no rank,
     which ONNX's checker rejects in a model: give it a rank or pass ``io_types``.
-    ``producer_name`` defaults to ``"onnxquill"`` (or the ir.Model's own).  ``functions``
+    ``producer_name`` defaults to ``"onnxquill"`` (an ir.Model keeps its own, none included).  ``functions``
     adds model-local functions nothing calls, and ``initializers`` main-graph
     initializers nothing reads (named after themselves where free), so that a model read
     from a file comes back whole; ``node_metadata`` (by a node's first output),
     ``value_info`` and ``graph_metadata_props`` put back the main graph's metadata (see
     :mod:`converter.recorded_metadata`); ``min_ir_version`` keeps a model read back
-    from Python at its original IR version where onnxruntime loads that one.
-    ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
+    from Python at its original IR version where onnxruntime loads that one;
+    ``io_names`` (Python name -> model name) gives graph inputs and outputs back the
+    names Python cannot spell.  ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
     initializers as they are reached, to write them from the IR's arrays: the weights
     are never copied into the proto (how models over protobuf's 2 GB are written, and
     others without a copy).  ``source_links=True`` writes on every node compiled from
@@ -326,7 +329,8 @@ def model_to_proto(
 
     model = onnx.ModelProto()
     context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
-    with _recorded_node_metadata(source, node_metadata, value_info), _source_links(source, source_links):
+    with _recorded_node_metadata(source, node_metadata, value_info), _source_links(source, source_links), \
+            _interface_names(source, io_names):
         fill_graph(model.graph, source.graph, context)
         _add_unread_initializers(model.graph, initializers or [], context)
         model.graph.name = source.name
@@ -371,6 +375,14 @@ def _source_links(source: _ModelSource, wanted: bool) -> Any:
     return source_links_attached(source.graph, source.functions)
 
 
+def _interface_names(source: _ModelSource, io_names: dict[str, str] | None) -> Any:
+    if not io_names:
+        return contextlib.nullcontext()
+    from converter.recorded_metadata import interface_names_restored
+
+    return interface_names_restored(source.graph, io_names)
+
+
 def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[str, str]]) -> dict[str, int]:
     """The main graph's versions; a domain only callees use takes the newest they use."""
     imports = dict(source.imports)
@@ -409,11 +421,28 @@ def _ir_version(model: onnx.ModelProto, export: Export, requested: int | None, m
 
         return max(required, min(model_ir.ir_version, max_ir_version()))
     if requested < required:
-        raise ConversionError(
-            f"ir_version={requested} is too old for this model, which needs IR version {required}",
-            hint="leave ir_version unset to get the smallest that works",
-        )
+        return _older_ir_version(model, requested, required, export.required_ir_version())
     return requested
+
+
+def _older_ir_version(model: onnx.ModelProto, requested: int, required: int, features: int) -> int:
+    """An explicit ``ir_version`` older than onnx's table pairs with the opsets: honoured,
+    with a warning, where the model uses no field that version lacks and the installed
+    onnxruntime loads it (onnxscript's ``@script(ir_version=7)`` on an opset-15 function)."""
+    from dsl.onnxruntime_limits import loads_ir_version
+
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 1)
+    if requested >= features and loads_ir_version(requested, opset):
+        warnings.warn(
+            f"ir_version={requested} is older than onnx's table pairs with the opsets imported (IR version "
+            f"{required}); written as asked, since the installed onnxruntime loads it, though other runtimes "
+            "may refuse it", UserWarning, stacklevel=4)
+        return requested
+    raise ConversionError(
+        f"ir_version={requested} is too old for this model, which needs IR version "
+        f"{max(features, required) if requested < features else required}",
+        hint="leave ir_version unset to get the smallest that works",
+    )
 
 
 def _fill_metadata(
@@ -425,10 +454,14 @@ def _fill_metadata(
     metadata_props: dict[str, str] | None,
 ) -> None:
     model_ir = source.model
-    model.producer_name = producer_name or (model_ir.producer_name if model_ir is not None else "") or "onnxquill"
-    model.producer_version = (
-        producer_version or (model_ir.producer_version if model_ir is not None else "") or _version()
-    )
+    # an ir.Model keeps its producer exactly (none included: a model read and written back is
+    # still the other tool's); a function compiled here is onnxquill's unless told otherwise
+    if producer_name is None:
+        producer_name = model_ir.producer_name if model_ir is not None else "onnxquill"
+    if producer_version is None:
+        producer_version = (model_ir.producer_version if model_ir is not None
+                            else _version() if producer_name == "onnxquill" else "")
+    model.producer_name, model.producer_version = producer_name, producer_version
     doc_string = source.doc_string if doc_string is None else doc_string
     if doc_string:
         model.doc_string = doc_string

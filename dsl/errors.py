@@ -163,6 +163,11 @@ class ModelLoadError(DslError):
     """A corrupt, truncated or unreadable ONNX file or proto."""
 
 
+class ModelWarning(UserWarning):
+    """Something in a model that onnxruntime accepts though ONNX forbids it, read the way
+    onnxruntime reads it (a negative size declared for an unknown one, ...)."""
+
+
 class EagerError(DslError):
     """An op that failed while executing eagerly (bad input types, backend failure)."""
 

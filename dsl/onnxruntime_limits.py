@@ -12,7 +12,7 @@ import functools
 from importlib import metadata
 from typing import Any
 
-__all__ = ["max_opset", "max_ir_version", "onnxruntime_version", "loadable"]
+__all__ = ["max_opset", "max_ir_version", "onnxruntime_version", "loadable", "loads_ir_version"]
 
 # onnxruntime (major, minor) -> (newest ai.onnx opset it loads, newest IR version it loads),
 # measured by loading a one-node model at each opset and IR version.
@@ -100,3 +100,28 @@ def loadable(model: Any) -> Any:
     lowered.CopyFrom(model)
     lowered.ir_version = max_ir_version()
     return lowered
+
+
+@functools.cache
+def loads_ir_version(ir_version: int, opset: int) -> bool:
+    """Whether the installed onnxruntime loads a model stamped ``ir_version`` that imports
+    ai.onnx ``opset`` (probed once per pair on a one-node model).  onnxruntime loads IR
+    versions older than onnx's table pairs with an opset (onnxscript writes such models);
+    an explicit ``ir_version=`` is honoured where it does.  Without onnxruntime: False.
+
+    >>> loads_ir_version(7, 15)   # doctest: +SKIP
+    True
+    """
+    if onnxruntime_version() is None or ir_version > max_ir_version() or ir_version < 3:
+        return False
+    import onnx.helper as oh
+    import onnxruntime
+
+    graph = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "probe",
+                          [oh.make_tensor_value_info("x", 1, [1])], [oh.make_tensor_value_info("y", 1, [1])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir_version)
+    try:
+        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # any refusal means "not this pair"
+        return False
+    return True

@@ -8,13 +8,14 @@ any kernel is built, at the user's call.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import onnx
 
 from dsl import types
-from dsl.errors import DslTypeError, EagerError, ModelLoadError
+from dsl.errors import DslTypeError, EagerError, ModelLoadError, ModelWarning
 from eager import values
 from eager.call_site import caller_location
 
@@ -89,9 +90,18 @@ def check_declared(name: str, value: Any, declared: onnx.TypeProto | None) -> No
                 caller_location(),
             )
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value != value.shape[axis]:
+            if dim.HasField("dim_value") and dim.dim_value < 0:
+                _warn_negative_size(name, axis, dim.dim_value)
+            elif dim.HasField("dim_value") and dim.dim_value != value.shape[axis]:
                 raise DslTypeError(
                     f"input {name!r} of the model has size {dim.dim_value} on axis {axis}, got shape "
                     f"{list(value.shape)}",
                     caller_location(),
                 )
+
+
+def _warn_negative_size(name: str, axis: int, size: int) -> None:
+    """A negative declared size (exporters write ``-1`` for a batch) is an unknown one to
+    onnxruntime, which runs the model: so it is here, with a warning."""
+    warnings.warn(f"input {name!r} of the model declares the size {size} on axis {axis}: read as an unknown size, "
+                  "as onnxruntime does (ONNX sizes are >= 0)", ModelWarning, stacklevel=2)

@@ -159,14 +159,15 @@ def test_editor_layout_is_ignored_with_a_warning(tmp_path: Path) -> None:
     assert laid_out.graph == plain.graph
 
 
-def test_unknown_attribute_is_an_error_unless_lenient(tmp_path: Path) -> None:
+def test_unknown_attribute_is_a_warning_unless_strict(tmp_path: Path) -> None:
     project = _single(tmp_path, param_extra=' dims="[3, 4]"')
     with pytest.raises(MarkupError, match="<params> has no attribute 'dims'") as caught:
-        to_model_proto(project, seed=0)
-    assert "did you mean 'dim'" in caught.value.hint and "lenient=True" in caught.value.hint
-    with pytest.warns(MarkupWarning, match="has no attribute 'dims'; ignored under lenient=True"):
-        model = to_model_proto(project, seed=0, lenient=True)
-    onnx.checker.check_model(model, full_check=True)
+        to_model_proto(project, seed=0, strict=True)
+    assert "did you mean 'dim'" in caught.value.hint and "without strict=True" in caught.value.hint
+    for options in ({}, {"lenient": True}):
+        with pytest.warns(MarkupWarning, match="has no attribute 'dims'; ignored"):
+            model = to_model_proto(project, seed=0, **options)
+        onnx.checker.check_model(model, full_check=True)
 
 
 def test_unknown_node_attribute_under_lenient(tmp_path: Path) -> None:
@@ -268,8 +269,9 @@ def test_command_line_lenient(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     project = _single(tmp_path, param_extra=' dims="[3, 4]"')
     out = tmp_path / "m.onnx"
-    assert main(["export", str(project), "-o", str(out)]) != 0
+    assert main(["export", str(project), "-o", str(out), "--strict"]) != 0
     assert "has no attribute 'dims'" in capsys.readouterr().err and not out.exists()
-    with pytest.warns(MarkupWarning, match="'dims'"):
-        assert main(["export", str(project), "-o", str(out), "--lenient"]) == 0
-    onnx.checker.check_model(str(out), full_check=True)
+    for flags in ([], ["--lenient"]):
+        with pytest.warns(MarkupWarning, match="'dims'"):
+            assert main(["export", str(project), "-o", str(out), *flags]) == 0
+        onnx.checker.check_model(str(out), full_check=True)

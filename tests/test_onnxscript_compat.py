@@ -367,6 +367,38 @@ def test_script_keeps_model_options() -> None:
     np.testing.assert_array_equal(run_model(model, [x])[0], np.maximum(x, 0))
 
 
+def test_an_explicit_ir_version_older_than_the_opset_table_is_honoured() -> None:
+    # onnxscript's documentation example: IR 7 on an opset-15 function, which onnx's table
+    # pairs with IR 8; onnxscript writes it and onnxruntime loads it.
+    from dsl import opset15
+
+    @script(opset15, ir_version=7, producer_name="OnnxScript", producer_version="0.1")
+    def relu(x: FLOAT[3]) -> FLOAT[3]:
+        return opset15.Relu(x)
+
+    table = onnx.helper.find_min_ir_version_for([oh.make_opsetid("", 15)])
+    assert table > 7  # (the case exists only while onnx's table says so)
+    with pytest.warns(UserWarning, match=f"ir_version=7 is older .* \\(IR version {table}\\)"):
+        model = relu.to_model_proto()
+    assert (model.ir_version, model.producer_name, model.producer_version) == (7, "OnnxScript", "0.1")
+    onnx.checker.check_model(model, full_check=True)
+    x = np.array([-1.0, 2.0, -3.0], F32)
+    np.testing.assert_array_equal(run_model(model, [x])[0], np.maximum(x, 0))
+
+
+def test_an_ir_version_lacking_what_the_model_uses_is_an_error() -> None:
+    @script(opset18, inline=False)
+    def twice(x: FLOAT[3]) -> FLOAT[3]:
+        return opset18.Add(x, x)
+
+    @script(opset18, ir_version=7)
+    def caller(x: FLOAT[3]) -> FLOAT[3]:
+        return twice(x)
+
+    with pytest.raises(DslError, match="too old"):  # model-local functions came with IR 8
+        caller.to_model_proto()
+
+
 def test_unknown_script_option_is_an_error() -> None:
     with pytest.raises(DslTypeError, match="unexpected keyword argument"):
         script(opset18, producer="x")

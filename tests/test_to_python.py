@@ -389,7 +389,7 @@ def test_round_trip_keeps_model_metadata(tmp_path) -> None:
 def test_round_trip_keeps_unread_weights_and_uncalled_functions(tmp_path) -> None:
     """Dead weights and library functions are part of the model: they come back (listed in
     model_options, since the compiled body would not reach them), under free names."""
-    # (the input "class" cannot keep its name; the weight's name is what Python would make of it)
+    # (the input "class" cannot keep its name in Python; the weight's name is what Python would make of it)
     unused = numpy_helper.from_array(np.arange(20, dtype=np.float32), "class_")
     sparse = helper.make_sparse_tensor(
         numpy_helper.from_array(np.array([2.5], np.float32), "s"),
@@ -409,7 +409,8 @@ def test_round_trip_keeps_unread_weights_and_uncalled_functions(tmp_path) -> Non
     onnx.checker.check_model(rebuilt, full_check=True)
     assert sorted(f.name for f in rebuilt.functions) == ["Negate", "Twice"]
     kept = {t.name: numpy_helper.to_array(t) for t in rebuilt.graph.initializer}
-    assert list(kept) == ["class_"] and rebuilt.graph.input[0].name == "class_1"  # (the weight took it first)
+    # (the weight took the Python name "class_" first; the input gets its model name back when written)
+    assert list(kept) == ["class_"] and rebuilt.graph.input[0].name == "class"
     np.testing.assert_array_equal(next(iter(kept.values())), np.arange(20, dtype=np.float32))
     np.testing.assert_array_equal(run(rebuilt, [np.array([1.0, 2.0], np.float32)])[0], [2.0, 4.0])
 

@@ -240,6 +240,61 @@ def test_with_weights_names_what_does_not_fit() -> None:
         converter.with_weights(torch_models.cnn(), {"fc%2Ebias": torch.zeros(7)})
 
 
+def test_with_weights_names_close_matches_and_tied_copies() -> None:
+    from dsl.errors import DslError
+
+    module = converter.to_torch(torch_models.cnn())
+    misspelt = {**module.state_dict(), "fc%2Eweigth": torch.zeros(3, 64)}
+    with pytest.raises(DslError, match=r"did you mean 'fc%2Eweight'"):
+        converter.with_weights(torch_models.cnn(), misspelt)
+    # a language model's output layer tied to its embedding: one tensor under two keys
+    tied = {**module.state_dict(), "lm_head.weight": module.state_dict()["fc%2Eweight"]}
+    with pytest.raises(DslError, match=r"same tensor as 'fc\.weight': a tied copy"):
+        converter.with_weights(torch_models.cnn(), tied)
+
+
+def _branch_weight_model() -> onnx.ModelProto:
+    """``y = (x @ W) * 0.5`` with ``W`` a float Constant held in each branch of an If (as
+    spox writes weights); the scalar is a constant, not a weight."""
+    rng = np.random.default_rng(3)
+
+    def branch(name: str, scale: float) -> onnx.GraphProto:
+        weight = onnx.numpy_helper.from_array((scale * rng.standard_normal((3, 2))).astype(np.float32))
+        return oh.make_graph(
+            [oh.make_node("Constant", [], [f"{name}_w"], value=weight),
+             oh.make_node("MatMul", ["x", f"{name}_w"], [f"{name}_y"])],
+            name, [], [oh.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, ["N", 2])])
+
+    graph = oh.make_graph(
+        [oh.make_node("If", ["flag"], ["chosen"], then_branch=branch("then", 1.0), else_branch=branch("else", -1.0)),
+         oh.make_node("Constant", [], ["half"], value=onnx.numpy_helper.from_array(np.array(0.5, np.float32))),
+         oh.make_node("Mul", ["chosen", "half"], ["y"])],
+        "branches",
+        [oh.make_tensor_value_info("flag", onnx.TensorProto.BOOL, []),
+         oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 2])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def test_weight_constants_in_branches_train_like_the_main_graphs() -> None:
+    model = _branch_weight_model()
+    module = converter.to_torch(model).train()
+    assert onnx_params(module) == {"then_w", "else_w"}
+    assert set(module.state_dict()) == {"then_w", "else_w"}  # the model's other constants are not saved
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    module(torch.tensor(True), torch.from_numpy(x)).square().sum().backward()
+    optimizer.step()
+    written = module.to_onnx()
+    for flag in (True, False):
+        want = numpy_of(module(torch.tensor(flag), torch.from_numpy(x)))
+        np.testing.assert_allclose(run(written, [np.array(flag), x])[0], want, rtol=1e-5, atol=1e-6)
+    converter.assert_isomorphic(written, converter.with_weights(model, module.state_dict()))
+    # the then branch's weight trained, the else branch's (no gradient) did not
+    assert not np.array_equal(run(written, [np.array(True), x])[0], run(model, [np.array(True), x])[0])
+    np.testing.assert_array_equal(run(written, [np.array(False), x])[0], run(model, [np.array(False), x])[0])
+
+
 def test_a_checkpoint_loads_into_a_fresh_conversion() -> None:
     model = torch_models.cnn()
     first = converter.to_torch(model).train()

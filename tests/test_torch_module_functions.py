@@ -400,3 +400,37 @@ def test_a_scripted_model_calling_a_scripted_function_trains_and_goes_back() -> 
     probe = rng.standard_normal((5, 4)).astype(np.float32)
     np.testing.assert_allclose(run(written, [probe])[0], module(torch.from_numpy(probe)).detach().numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def _function_weight_model() -> onnx.ModelProto:
+    """``y = dense(dense(x))`` where ``dense(v) = v @ W`` holds ``W`` as a Constant of its body."""
+    weight = onnx.numpy_helper.from_array((np.random.default_rng(7).standard_normal((3, 3)) * 0.5).astype(np.float32))
+    dense = oh.make_function("my.nn", "dense", ["v"], ["out"],
+                             [oh.make_node("Constant", [], ["w"], value=weight), oh.make_node("MatMul", ["v", "w"], ["out"])],
+                             [oh.make_opsetid("", 17)])
+    graph = oh.make_graph([oh.make_node("dense", ["x"], ["h"], domain="my.nn"),
+                           oh.make_node("dense", ["h"], ["y"], domain="my.nn")], "main",
+                          [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])],
+                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3])])
+    return oh.make_model(graph, functions=[dense], ir_version=10,
+                         opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("my.nn", 1)])
+
+
+def test_a_weight_constant_of_a_function_body_trains_once_for_every_call() -> None:
+    model = _function_weight_model()
+    module = converter.to_torch(model).train()
+    assert [name for name, _ in module.named_parameters()] == ["my%2Enn::dense/w"]
+    assert list(module.state_dict()) == ["my%2Enn::dense/w"]
+    x = np.random.default_rng(8).standard_normal((4, 3)).astype(np.float32)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    module(torch.from_numpy(x)).square().sum().backward()
+    optimizer.step()
+    written = module.to_onnx()
+    trained = module.get_parameter("my%2Enn::dense/w").detach().numpy()
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(written.functions[0].node[0].attribute[0].t), trained)
+    np.testing.assert_allclose(run(written, [x])[0], x @ trained @ trained, rtol=1e-5, atol=1e-6)
+    converter.assert_isomorphic(converter.with_weights(model, module.state_dict()), written)
+    from dsl.errors import DslError
+
+    with pytest.raises(DslError, match=r"did you mean 'my%2Enn::dense/w'"):
+        converter.with_weights(model, {"my%2Enn::dense/W": torch.zeros(3, 3)})

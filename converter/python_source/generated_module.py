@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from converter.python_source.literals import docstring, utf8
+from converter.python_source.literals import dict_text, docstring, utf8
 from converter.python_source.names import Namespace
 from dsl import ir
 from dsl.errors import ConversionError
@@ -142,8 +142,9 @@ def model_options(
     """The model fields a function cannot carry, attached for ``to_model_proto``; the
     functions nothing calls and the weights nothing reads are listed by their Python names."""
     options: dict[str, Any] = {}
-    if model.producer_name or model.producer_version:
-        options["producer_name"] = model.producer_name
+    # (always: a model without a producer compiles back without one, not as onnxquill's)
+    options["producer_name"] = model.producer_name
+    if model.producer_version:
         options["producer_version"] = model.producer_version
     if model.doc_string or model.graph.doc_string:  # the function's docstring is the graph's
         options["doc_string"] = model.doc_string
@@ -151,7 +152,8 @@ def model_options(
         options["metadata_props"] = dict(model.metadata_props)
     if not options and not functions and not weights and io_types is None and not recorded:
         return ""
-    items = "".join(f"    {key!r}: {utf8(value, key)!r},\n" for key, value in options.items())
+    items = "".join(f"    {key!r}: {dict_text(utf8(value, key), 4) if isinstance(value, dict) else repr(utf8(value, key))},\n"
+                    for key, value in options.items())  # (a dict: metadata_props, which may hold long text)
     for key, names in (("functions", functions), ("initializers", weights)):
         if names:
             items += f"    {key!r}: [{', '.join(names)}],\n"

@@ -20,7 +20,7 @@ from dsl.errors import ConversionError, ModelLoadError
 if TYPE_CHECKING:
     from converter.python_source.generated_module import GeneratedModule
 
-__all__ = ["ENUM_NAMES", "type_text", "float_text", "array_text", "docstring", "utf8"]
+__all__ = ["ENUM_NAMES", "type_text", "float_text", "array_text", "docstring", "utf8", "dict_text"]
 
 # ONNX element type number -> its annotation name ("FLOAT").
 ENUM_NAMES = {t.enum: name for name, t in types.ELEMENT_TYPES.items()}
@@ -162,3 +162,26 @@ def utf8(text: Any, what: str) -> Any:
             hint="the file is corrupt (ONNX text fields are UTF-8); re-export or re-download it",
         )
     return text
+
+
+_SHORT_LINE = 100  # metadata dicts up to this long stay on one line
+_TEXT_PIECE = 80  # characters of a long string per line (exporters record stack traces, fx nodes)
+
+
+def dict_text(props: dict[str, str], indent: int) -> str:
+    """A str -> str dict as Python text that keeps lines short: on one line when it is
+    short, else one entry a line, a long value as adjacent literals, one piece a line
+    (the torch exporter records a module path, a class hierarchy and an fx node per node)."""
+    one_line = repr(props)
+    if len(one_line) + indent <= _SHORT_LINE:
+        return one_line
+    inner = " " * (indent + 4)
+    entries = "".join(f"{inner}{key!r}: {_string_text(value, inner + '    ')},\n" for key, value in props.items())
+    return "{\n" + entries + " " * indent + "}"
+
+
+def _string_text(text: str, indent: str) -> str:
+    if len(text) <= _TEXT_PIECE:
+        return repr(text)
+    pieces = [repr(text[start:start + _TEXT_PIECE]) for start in range(0, len(text), _TEXT_PIECE)]
+    return "(\n" + "".join(f"{indent}{piece}\n" for piece in pieces) + indent[:-4] + ")"

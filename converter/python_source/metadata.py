@@ -6,14 +6,16 @@ the newest the installed onnxruntime loads, and raises where the compiled conten
 a newer one; so the source does not depend on the onnxruntime release that wrote it), the graph's ``metadata_props``, each
 node's ``metadata_props`` (a main-graph node under the Python name of its first output, a
 node of a subgraph or function by its path: ``'y/then_branch/Relu#0'``, ``'block()/MatMul#1'``), and the types of
-``value_info`` under the Python names of their values.  They go at the end of the
+``value_info`` under the Python names of their values, and ``io_names``: the model's
+name of each graph input and output whose Python name differs (``'input_': 'input'``,
+``'v387': '387'``), so code feeding the compiled model by name keeps working.  They go at the end of the
 module, after the code, so the code reads first.
 """
 
 from __future__ import annotations
 
 from converter.python_source.generated_module import GeneratedModule
-from converter.python_source.literals import type_text, utf8
+from converter.python_source.literals import dict_text, type_text, utf8
 from converter.recorded_metadata import node_paths
 from dsl import ir
 from dsl.source_links import LINK_KEYS
@@ -28,7 +30,7 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
         items.append(("min_ir_version", repr(model.ir_version)))
     graph = model.graph
     if graph.metadata_props:
-        items.append(("graph_metadata_props", repr(utf8(dict(graph.metadata_props), "graph metadata_props"))))
+        items.append(("graph_metadata_props", dict_text(utf8(dict(graph.metadata_props), "graph metadata_props"), 4)))
     names = module.main_value_names
     paths = node_paths(graph, model.functions, names.get, lambda function: module.function_names.get(id(function)))
     # (source links are written as a comment above each statement instead: the source
@@ -48,11 +50,13 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
                 index = next(i for i, output in enumerate(producer.outputs) if output is value)
                 body_types[f"{where[id(producer)]}:{index}"] = value.type
     if recorded:
-        lines = "".join(f"        {key!r}: {props!r},\n" for key, props in recorded.items())
+        lines = "".join(f"        {key!r}: {dict_text(props, 8)},\n" for key, props in recorded.items())
         items.append(("node_metadata", "{\n" + lines + "    }"))
     typed = []
+    interface = {*graph.inputs, *graph.outputs}  # (their own declarations say it: the model's types)
     for value in graph.value_info:
-        name = names.get(value)
+        # (a weight is written initializer(..., name=<its model name>): keyed by that name)
+        name = None if value in interface else value.name if value.initializer is not None else names.get(value)
         text = type_text(value.type, module) if value.type is not None else ""
         if name and text:
             typed.append(f"        {name!r}: {text},\n")
@@ -62,6 +66,12 @@ def metadata_items(model: ir.Model, module: GeneratedModule) -> list[tuple[str, 
             typed.append(f"        {key!r}: {text},\n")
     if typed:
         items.append(("value_info", "{\n" + "".join(typed) + "    }"))
+    renamed = {names[value]: value.name for value in (*graph.inputs, *graph.outputs)
+               if value in names and names[value] != value.name}
+    if renamed:
+        lines = "".join(f"        {python!r}: {utf8(name, 'a graph input or output name')!r},\n"
+                        for python, name in renamed.items())
+        items.append(("io_names", "{\n" + lines + "    }"))
     return items
 
 

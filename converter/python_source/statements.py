@@ -39,6 +39,7 @@ _ELEMENT_TYPE_ATTRIBUTES = {("Cast", "to"), ("EyeLike", "dtype"), ("RandomNormal
 GRAPH_KINDS = frozenset((ir.AttrKind.GRAPH, ir.AttrKind.GRAPHS))
 # (module constants: enum attribute lookups are slow in the loops below)
 _INT, _INTS, _FLOAT, _TENSOR = ir.AttrKind.INT, ir.AttrKind.INTS, ir.AttrKind.FLOAT, ir.AttrKind.TENSOR
+_WRAP_AT = 120  # a call longer than this is written one argument a line
 
 
 class BodyWriter:
@@ -185,7 +186,11 @@ class BodyWriter:
                     arguments.append(f"{attr_name}={value!r}")  # (as attribute() writes a plain INT)
                 else:
                     arguments.append(f"{attr_name}={self.attribute(attr, op_type, domain)}")
-            lines.append(f"{indent}{targets} = {callable_text}({', '.join(arguments)})")  # type: ignore[arg-type]
+            line = f"{indent}{targets} = {callable_text}({', '.join(arguments)})"  # type: ignore[arg-type]
+            if len(line) > _WRAP_AT and len(arguments) > 1:  # (exporters' long names: one argument a line)
+                inner = indent + "    "
+                line = f"{indent}{targets} = {callable_text}(\n{inner}" + f",\n{inner}".join(arguments) + f",\n{indent})"  # type: ignore[arg-type]
+            lines.append(line)
 
     def control_flow(self, node: ir.Node, indent: str) -> bool:
         """Write ``node`` as ``if``/``for``/``while`` (True), or else first the ``@graph()``

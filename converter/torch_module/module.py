@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import onnx
@@ -49,11 +49,14 @@ class OnnxModule(torch.fx.GraphModule):
         return result
 
 
-def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share_weights: bool = False) -> OnnxModule:
+def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share_weights: bool = False,
+                 trainable: Collection[str] = ()) -> OnnxModule:
     """``model`` as an :class:`OnnxModule` computing ``outputs`` (value names; default the
     model's outputs).  ``share_weights``: ``model`` is the module's alone, so its weight
-    arrays become the parameters' memory (no second copy; training writes into them)."""
-    table = WeightTable(model, share_weights)
+    arrays become the parameters' memory (no second copy; training writes into them).
+    ``trainable``: ONNX names of float weights that train though their role says not
+    (see :mod:`.weight_roles`)."""
+    table = WeightTable(model, share_weights, trainable)
     root = torch.nn.Module()
     builder = GraphBuilder(table, root, is_root=True)
     results = model.graph.outputs if outputs is None else _values_named(model.graph, outputs)
@@ -66,7 +69,19 @@ def build_module(model: ir.Model, outputs: Sequence[str] | None = None, *, share
     module = OnnxModule(root, builder.graph, class_name="OnnxModule")
     module.onnx_model = model
     module.onnx_names = dict(table.registered)
+    _constants_unsaved(module, set(table.registered))
     return module
+
+
+def _constants_unsaved(module: torch.nn.Module, weights: set[str]) -> None:
+    """Leave the model's constants (attribute tensors, small Constants, a body's own) out
+    of the ``state_dict``: fx's GraphModule re-registers the builder's non-persistent
+    buffers as persistent ones, and a checkpoint should hold the weights alone, the keys
+    :meth:`OnnxModule.to_onnx` and ``converter.with_weights`` write back."""
+    for owner_name, owner in module.named_modules():
+        for name, _ in owner.named_buffers(recurse=False):
+            if owner_name or name not in weights:
+                owner._non_persistent_buffers_set.add(name)
 
 
 def _opsets(model: ir.Model) -> dict[str, int]:

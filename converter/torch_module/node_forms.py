@@ -136,9 +136,18 @@ def _body(builder: GraphBuilder, graph: ir.Graph, outer: list[ir.Value], opsets:
     return torch.fx.GraphModule(owner, nested.graph, class_name=graph.name.replace(".", "_") or "Body")
 
 
+def _outer(builder: GraphBuilder, bodies: list[ir.Graph]) -> list[ir.Value]:
+    """What the bodies read from enclosing graphs, then the weight Constants they hold:
+    those stay on the root (parameters like the main graph's, under their ONNX names) and
+    come in as arguments, as outer values do."""
+    held = [node.outputs[0] for body in bodies for node, _ in ir.walk(body)
+            if node.outputs and node.outputs[0] in builder.table.weights]
+    return [*ir.outer_values(bodies), *held]
+
+
 def _if(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     branches = [node.attributes["then_branch"].value, node.attributes["else_branch"].value]
-    outer = ir.outer_values(branches)
+    outer = _outer(builder, branches)
     module = control_flow.If(*(_body(builder, branch, outer, opsets) for branch in branches))
     condition = node.inputs[0] if node.inputs else None
     if condition is None:
@@ -149,7 +158,7 @@ def _if(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[A
 
 def _loop(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     body: ir.Graph = node.attributes["body"].value
-    outer = ir.outer_values([body])
+    outer = _outer(builder, [body])
     inputs = [*node.inputs, None, None][: max(len(node.inputs), 2)]
     n_carried = len(inputs) - 2
     scan_dtypes = [_torch_dtype(value.type) for value in body.outputs[1 + n_carried:]]
@@ -162,7 +171,7 @@ def _loop(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple
 
 def _scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     body: ir.Graph = node.attributes["body"].value
-    outer = ir.outer_values([body])
+    outer = _outer(builder, [body])
     n_scan = int(_attr(node, "num_scan_inputs", 0))
     n_state = len(node.inputs) - n_scan
     n_scan_outputs = len(body.outputs) - n_state
@@ -181,7 +190,7 @@ def _scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple
 def _batched_scan(builder: GraphBuilder, node: ir.Node, opsets: dict[str, int]) -> tuple[Any, bool]:
     """Opset 8: ``(sequence_lens, *state, *scan_inputs)``, every input batched on axis 0."""
     body: ir.Graph = node.attributes["body"].value
-    outer = ir.outer_values([body])
+    outer = _outer(builder, [body])
     n_scan = int(_attr(node, "num_scan_inputs", 0))
     sequence_lens, *rest = node.inputs or [None]
     if not rest or any(value is None for value in rest) or n_scan > len(rest):

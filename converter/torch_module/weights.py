@@ -2,15 +2,19 @@
 
 A weight is an initializer of any graph, or a ``Constant`` whose ``value`` tensor is
 floating point with more than one element (models exported with weights folded into
-Constants).  Floating-point weights are ``nn.Parameter``s, except frozen markup params
-(``$constant`` in the name) and BatchNormalization's running mean and variance, which
-are buffers like every other tensor.  Names come from :mod:`.names`, so two conversions
+Constants), in the main graph, its bodies or a model-local function's body (named
+``domain::function/value`` there: one weight however often the function is called).  Floating-point weights are ``nn.Parameter``s, except frozen markup params
+(``$constant`` in the name), BatchNormalization's running mean and variance, and
+weights used only in roles that do not train (exponents, bounds, scales, epsilons: see
+:mod:`.weight_roles`; ``trainable`` names those that train all the same), which are
+buffers like every other tensor.  Names come from :mod:`.names`, so two conversions
 of one model give the same ``state_dict`` keys.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,11 +23,12 @@ import torch
 
 from converter.torch_module.graph_values import to_tensor
 from converter.torch_module.names import onnx_name, torch_name
+from converter.torch_module.weight_roles import fixed_weights
 from dsl import ir, types
 from dsl.errors import ConversionError
 
 __all__ = ["WeightTable", "Weight", "proto_with_weights", "RESERVED", "constant_array", "fold_integers",
-           "running_statistics"]
+           "running_statistics", "function_weight_name"]
 
 FLOAT_TYPES = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _SHARED_BYTES = 1 << 16  # weights from this size on may share their array (see WeightTable.share_weights)
@@ -42,7 +47,7 @@ class Weight(NamedTuple):
 class WeightTable:
     """The weights and constants of one model, shared by every graph builder."""
 
-    def __init__(self, model: ir.Model, share_weights: bool = False) -> None:
+    def __init__(self, model: ir.Model, share_weights: bool = False, trainable: Collection[str] = ()) -> None:
         self.model = model
         # the model's weight arrays become the tensors' memory (the caller made the model for
         # this module alone); each array serves one tensor, so two weights never alias
@@ -61,11 +66,19 @@ class WeightTable:
         self.statistics = running_statistics(main, called)
         for node, _ in ir.walk(model.graph):
             self._add_constant(node)
+        for function in called:  # (a body's weight Constant: one weight however often it is called)
+            for node, _ in ir.walk(function.graph):
+                self._add_function_weight(function, node)
         for graph in [model.graph, *(sub for node, _ in ir.walk(model.graph) for sub in ir.subgraphs(node))]:
             for value in graph.initializers:
                 if value.initializer is not None:
                     frozen = value in self.statistics or "$constant" in value.name
                     self._add_weight(value, value.initializer, not frozen)
+        # exponents, bounds, scales, epsilons: buffers unless the caller asks (see weight_roles)
+        candidates = {value for value, weight in self.weights.items()
+                      if weight.is_parameter and value.name not in trainable}
+        for value in fixed_weights(model.graph, candidates):
+            self.weights[value] = self.weights[value]._replace(is_parameter=False)
 
     def _add_constant(self, node: ir.Node) -> None:
         if node.domain not in ("", "ai.onnx") or node.op_type != "Constant" or len(node.attributes) != 1:
@@ -79,9 +92,23 @@ class WeightTable:
         if attr.name == "value" and attr.value.elem_type in FLOAT_TYPES and array.size > 1:
             self._add_weight(value, attr.value, "$constant" not in value.name and value not in self.statistics)
 
-    def _add_weight(self, value: ir.Value, tensor: ir.Tensor, trains: bool) -> None:
-        name = torch_name(value.name, RESERVED)
-        self.weights[value] = Weight(name, value.name, tensor, trains and tensor.elem_type in FLOAT_TYPES)
+    def _add_function_weight(self, function: ir.Function, node: ir.Node) -> None:
+        """A float ``Constant`` of more than one element in a model-local function's body,
+        named :func:`function_weight_name` (values of different functions may share a name)."""
+        if node.domain not in ("", "ai.onnx") or node.op_type != "Constant" or len(node.attributes) != 1:
+            return
+        (attr,) = node.attributes.values()
+        if (attr.name != "value" or attr.ref_attr_name is not None or attr.kind != ir.AttrKind.TENSOR
+                or attr.value.elem_type not in FLOAT_TYPES or attr.value.array.size <= 1 or not node.outputs):
+            return
+        value = node.outputs[0]
+        self._add_weight(value, attr.value, value not in self.statistics,
+                         function_weight_name(function.domain, function.name, value.name))
+
+    def _add_weight(self, value: ir.Value, tensor: ir.Tensor, trains: bool, onnx_name: str | None = None) -> None:
+        onnx_name = value.name if onnx_name is None else onnx_name
+        name = torch_name(onnx_name, RESERVED)
+        self.weights[value] = Weight(name, onnx_name, tensor, trains and tensor.elem_type in FLOAT_TYPES)
         self.constants.setdefault(value, tensor.array)
 
     def handles_constant(self, node: ir.Node) -> bool:
@@ -130,6 +157,12 @@ class WeightTable:
         self._shared.add(address)
         array.flags.writeable = True
         return True
+
+
+def function_weight_name(domain: str, function: str, value: str) -> str:
+    """The ONNX-side name of a weight Constant in a model-local function's body, as the
+    ``state_dict`` key carries it: ``domain::function/value`` (``my.nn::dense/w``)."""
+    return f"{domain}::{function}/{value}"
 
 
 def fold_integers(array: np.ndarray, limit: int) -> int | tuple[int, ...] | None:
@@ -194,13 +227,60 @@ def proto_with_weights(proto: onnx.ModelProto, state: Mapping[str, Any]) -> onnx
                     if attribute.name == "value":
                         _replace(attribute.t, arrays[node.output[0]], torch_to_numpy)
                         replaced.add(node.output[0])
+    for function in proto.functions:
+        for node in [node for graph in _graphs_of(function.node) for node in graph]:
+            key = function_weight_name(function.domain, function.name, node.output[0] if node.output else "")
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and key in arrays:
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        _replace(attribute.t, arrays[key], torch_to_numpy)
+                        replaced.add(key)
     unknown = sorted(set(arrays) - replaced)
     if unknown:
+        known = sorted({tensor.name for graph in _graphs(proto.graph) for tensor in graph.initializer}
+                       | {node.output[0] for graph in _graphs(proto.graph) for node in graph.node
+                          if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output}
+                       | {function_weight_name(function.domain, function.name, node.output[0])
+                          for function in proto.functions for graph in _graphs_of(function.node) for node in graph
+                          if node.op_type == "Constant" and node.output})
         raise ConversionError(
             f"the model has no weight named {', '.join(map(repr, unknown[:5]))}",
-            hint="pass the state_dict of a module converted from this same model",
+            hint=_unknown_hint(unknown, known, arrays, replaced),
         )
     return proto
+
+
+def _unknown_hint(unknown: list[str], known: list[str], arrays: Mapping[str, Any], placed: set[str]) -> str:
+    """Why the keys fit nowhere: a tied copy of a weight that is placed (one tensor under
+    two names, as a language model's output layer and its embedding), close spellings of
+    the model's weight names, or a checkpoint of another model."""
+    lines = []
+    for name in unknown[:5]:
+        twin = next((other for other in sorted(placed) if _same_tensor(arrays[name], arrays[other])), None)
+        if twin is not None:
+            lines.append(f"{name!r} holds the same tensor as {twin!r}: a tied copy of that weight, which the "
+                         f"model holds once; drop the key from the state_dict")
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if close:
+            lines.append(f"{name!r}: did you mean {' or '.join(repr(torch_name(c)) for c in close)} "
+                         f"(ONNX {', '.join(map(repr, close))})?")
+    if len(lines) < len(unknown[:5]):
+        lines.append("pass the state_dict of a module converted from this same model (state_dict keys are "
+                     "the ONNX names, '.' written '%2E')")
+    return "\n".join(lines)
+
+
+def _same_tensor(first: Any, second: Any) -> bool:
+    """The same memory (torch tensors tied by the module), or equal arrays of one shape."""
+    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor):
+        if first.shape != second.shape or first.dtype != second.dtype:
+            return False
+        if first.numel() and first.data_ptr() == second.data_ptr():
+            return True
+        return first.numel() > 1 and bool(torch.equal(first.detach().cpu(), second.detach().cpu()))
+    first_array, second_array = np.asarray(first), np.asarray(second)
+    return first_array.size > 1 and first_array.shape == second_array.shape and np.array_equal(first_array, second_array)
 
 
 def _replace(tensor: onnx.TensorProto, value: Any, torch_to_numpy: Any) -> None:
@@ -214,6 +294,16 @@ def _replace(tensor: onnx.TensorProto, value: Any, torch_to_numpy: Any) -> None:
         )
     name = tensor.name
     tensor.CopyFrom(onnx.numpy_helper.from_array(np.array(array, dtype=expected, order="C"), name))
+
+
+def _graphs_of(nodes: Any) -> list[Any]:
+    """A function body's nodes, then the nodes of every graph its nodes hold."""
+    found = [list(nodes)]
+    for node in nodes:
+        for attribute in node.attribute:
+            held = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)
+            found += [list(graph.node) for sub in held for graph in _graphs(sub)]
+    return found
 
 
 def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:

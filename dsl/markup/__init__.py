@@ -18,8 +18,13 @@ silent):
   architecture files that no other file imports and no ``index``, a stored weight
   whose shape differs from its ``dim``); nothing falls back to N(0, 1) or re-initialises
   a weight silently (a weight missing from the weights file is a ``MarkupWarning``);
-  ``lenient=True`` makes unknown attributes and contradicted dims warnings, and the
-  layout Agrippa's editor writes (``x``, ``y``, ...) is always skipped with a warning;
+  what Agrippa accepted and what does not change the computed model (an unknown or
+  misspelt attribute of a tag such as ``<output dims=...>``, the layout Agrippa's
+  editor writes, a block ``<export>`` of a name nothing defines) is a
+  ``MarkupWarning`` at file:line:col, an error under ``strict=True``; an attribute
+  that is an input in the project's opset (ReduceSum's ``axes``) becomes that input,
+  with a warning; ``lenient=True`` makes an attribute the op does not have and
+  contradicted dims warnings too;
 * any ONNX op, with attributes read and checked against the op's schema; every element
   type; declared ``dim`` attributes are checked against ONNX shape inference;
 * ``expr(...)`` is real arithmetic with Python's precedence and results (``^`` is

@@ -71,7 +71,20 @@ class BlockCompiler(CompilerState):
             self._repeat(body, import_names, exports, inner_prefix, inner_context, rep)
         self.copies = outer_copies
         for child in exports:
-            self._declare_io(child, self._export_value(child, inner_prefix), "export")
+            exported = self._final_export(child, inner_prefix, tolerated=max(rep, stretch) == 1)
+            if exported is not None:
+                self._declare_io(child, exported, "export")
+
+    def _final_export(self, element: Element, prefix: str, tolerated: bool) -> ir.Value | None:
+        """What a block's ``<export>`` gives the blocks after it.  One that nothing defines
+        changes nothing when no copy of the block reads it (Agrippa ignored it): then
+        it is skipped with a warning (an error under ``strict=True``)."""
+        if tolerated and prefix + self._name(element, "from") not in self.env:
+            self.tolerate(f"the block exports {prefix + self._name(element, 'from')!r}, which nothing in it defines; "
+                          "ignored", element.attributes["from"].value_location,
+                          "export the name of an output of a node inside the block")
+            return None
+        return self._export_value(element, prefix)
 
     def _export_value(self, element: Element, prefix: str) -> ir.Value:
         from_attr = element.attributes["from"]

@@ -57,6 +57,7 @@ def compile_project(
     producer: str = _DEFAULT_NAME,
     graph_name: str = _DEFAULT_NAME,
     lenient: bool = False,
+    strict: bool = False,
 ) -> CompiledMarkup:
     """Compile a markup project (a directory, or its architecture file) into IR plus weights.
 
@@ -64,9 +65,13 @@ def compile_project(
     Agrippa's parameter names) are used unless ``reinit``; missing ones are initialised
     from ``seed``, with a :class:`~dsl.markup.state.MarkupWarning` naming them when a
     weights file exists.  ``meta.json`` supplies ``producer`` and ``graph_name`` when
-    they are left at their defaults.  ``lenient=True`` turns the markup mistakes that
-    Agrippa tolerates (an unknown attribute, a declared dim that shape inference
-    contradicts) into warnings; by default they are errors.
+    they are left at their defaults.  What Agrippa accepted and what does not change the
+    computed model (an unknown or misspelt attribute of a tag, editor layout, a block
+    ``<export>`` of a name nothing defines) is a :class:`~dsl.markup.state.MarkupWarning`
+    at ``file:line:col``, and an attribute that is an input of the op in the project's
+    opset (ReduceSum's ``axes``) becomes that input with one; ``strict=True`` makes each
+    an error.  ``lenient=True`` also turns an attribute the op does not have and a
+    declared dim that shape inference contradicts into warnings (by default errors).
 
     >>> sizes = {"batch": 2, "n_in": 3, "hidden": 5, "n_out": 2}
     >>> compiled = compile_project("tests/data/markup/mlp", bindings=sizes)  # doctest: +SKIP
@@ -87,6 +92,7 @@ def compile_project(
         rng=np.random.default_rng(seed),
         lenient=lenient,
         agrippa_weight_names=weights_file is not None and weights_file.name == PICKLE_NAME,
+        strict=strict,
     )
     compiled = compiler.compile(files.architecture, graph_name=graph_name, producer=producer)
     compiled.weights_file = weights_file
@@ -152,13 +158,15 @@ def export(
     *,
     seed: int | None = None,
     lenient: bool = False,
+    strict: bool = False,
 ) -> onnx.ModelProto:
     """Compile a markup project to an ONNX file (Agrippa's ``export``), returning the model.
 
     ``outfile`` defaults to the project path plus ``.onnx``.  With ``write_weights`` the
     parameters (loaded or freshly initialised) are saved as ``weights.npz`` in the
     project, so the next export reproduces the same model.  ``suppress`` silences the
-    note about freshly initialised weights; ``lenient`` is as for :func:`compile_project`.
+    note about freshly initialised weights; ``lenient`` and ``strict`` are as for
+    :func:`compile_project`.
 
     >>> export("my-project", "model.onnx", bindings={"n": 4, "layers": 6})   # doctest: +SKIP
     """
@@ -172,6 +180,7 @@ def export(
         producer=producer,
         graph_name=graph_name,
         lenient=lenient,
+        strict=strict,
     )
     proto = _proto_of(compiled)
     source = Path(infile)

@@ -56,11 +56,15 @@ class NodeCompiler(CompilerState):
         title = self._string(element, "title") if element.get("title") is not None else "GenericNode"
         node_name = self._node_name(prefix + title)
         attrs: dict[str, ir.Attr] = {}
+        promoted: dict[int, ir.Value] = {}  # input position -> a Constant made from an attribute
         try:
             for name, attribute in element.attributes.items():
                 if name in _NODE_ATTRS:
                     continue
                 kind = op.attribute_kind(name)
+                if kind is None and op.schema is not None and name in op.input_names and name not in EDITOR_ATTRIBUTES:
+                    promoted[op.input_names.index(name)] = self._attribute_as_input(op, name, attribute, node_name)
+                    continue
                 if kind is None and op.schema is not None and self._skips_attribute(element, name, attribute):
                     continue
                 if kind is None:
@@ -80,6 +84,12 @@ class NodeCompiler(CompilerState):
                 else:
                     self._check(child, _OUTPUT_ATTRS, ("name",))
                     output_elements.append(child)
+            for index, value in sorted(promoted.items()):
+                if index < len(inputs) and inputs[index] is not None:
+                    raise MarkupError(f"{op.name}'s input {op.input_names[index]!r} is given twice: as an attribute "
+                                      "and as an <input>", element.location, hint="remove one of them")
+                inputs += [None] * (index + 1 - len(inputs))
+                inputs[index] = value
             try:
                 op.check_inputs(len(inputs), element.location)
             except DslError as error:
@@ -109,6 +119,32 @@ class NodeCompiler(CompilerState):
             node.outputs.append(self._output(child, prefix, node, inferred))
         self.nodes.append(node)
         self.node_locations[node_name] = element.location
+
+    def _attribute_as_input(self, op: Op, name: str, attribute: Attribute, node_name: str) -> ir.Value:
+        """An attribute that is an input of the op in the project's opset (ReduceSum's
+        ``axes`` from opset 13, Dropout's ``ratio`` from 12): a Constant fed to that
+        input, as ``op.ReduceSum(x, axes=[0])`` is in Python, with a warning."""
+        import numpy as np
+
+        array = np.asarray(read.read_onnx_attribute(attribute, None, self.bindings))
+        elem = _input_element_type(op, op.input_names.index(name), array)
+        if elem is None or array.dtype.kind not in "biuf":
+            raise MarkupError(f"{name!r} is an input of {op.name} in opset {self.opset_version}, and {attribute.text!r} "
+                              "is no tensor it takes", attribute.location,
+                              hint=f"feed it as an <input> (the inputs of {op.name} are {', '.join(op.input_names)})")
+        self.tolerate(f"{name!r} is an input of {op.name} in opset {self.opset_version}, not an attribute; passed as "
+                      "that input (a Constant), as in Python", attribute.location,
+                      f"feed it as an <input> to silence this (the inputs of {op.name} are "
+                      f"{', '.join(op.input_names)})")
+        tensor = ir.Tensor(np.ascontiguousarray(array.astype(types.numpy_dtype(elem))), elem, "", "")
+        value = ir.Value(self._fresh_name(f"{node_name}_{name}"), ir.TensorType(elem, tensor.array.shape),
+                         location=attribute.location)
+        constant = ir.Node("Constant", "", [], [value], {"value": ir.Attr("value", ir.AttrKind.TENSOR, tensor)},
+                           name=self._node_name(f"{node_name}_{name}"), location=attribute.location)
+        value.producer = constant
+        self._claim(value)
+        self.nodes.append(constant)
+        return value
 
     @staticmethod
     def _check_omissible(op: Op, index: int, element: Element) -> None:
@@ -164,3 +200,22 @@ class NodeCompiler(CompilerState):
         if dim is not None:
             self.declarations.append(Declaration(value, read.read_dims(dim, self.bindings), dim.value_location, "output"))
         return value
+
+
+def _input_element_type(op: Op, index: int, array: object) -> int | None:
+    """The element type a value read from markup takes as the op's input ``index``:
+    int64 for whole numbers, bool for booleans, float32 (else the first float type) for
+    the rest, among the types the input allows."""
+    import numpy as np
+
+    assert op.schema is not None
+    formal = op.schema.inputs[min(index, len(op.schema.inputs) - 1)]
+    allowed = next((list(c.allowed_type_strs) for c in op.schema.type_constraints
+                    if c.type_param_str == formal.type_str), [formal.type_str])
+    kind = np.asarray(array).dtype.kind
+    wanted = {"b": ["tensor(bool)"], "i": ["tensor(int64)", "tensor(float)"], "u": ["tensor(int64)", "tensor(float)"],
+              "f": ["tensor(float)", "tensor(double)", "tensor(float16)"]}.get(kind, [])
+    for text in wanted:
+        if text in allowed:
+            return types.ELEMENT_TYPES[text[len("tensor("):-1].upper()].enum
+    return None

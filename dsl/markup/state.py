@@ -100,12 +100,14 @@ class CompilerState:
         rng: np.random.Generator,
         lenient: bool = False,
         agrippa_weight_names: bool = False,
+        strict: bool = False,
     ) -> None:
         self.bindings = dict(bindings)
         self.stored_weights = stored_weights
         self.reinit = reinit
         self.rng = rng
         self.lenient = lenient
+        self.strict = strict
         # A weights.pkl from Agrippa names the parameters of imported files without
         # their name$ prefix, numbered across the whole model: look them up that way.
         self.agrippa_weight_names = agrippa_weight_names
@@ -187,20 +189,25 @@ class CompilerState:
         self.checked.add(id(element))
 
     def _unknown_attribute(self, element: Element, name: str, attribute: Attribute, allowed: tuple[str, ...]) -> None:
-        """Editor layout is skipped with a warning; anything else is an error, or a
-        warning under ``lenient=True`` (Agrippa ignored every unknown attribute)."""
+        """Agrippa ignored every unknown attribute: editor layout and a misspelt one
+        (``dims`` for ``dim``) are skipped with a warning, an error under ``strict=True``."""
         close = difflib.get_close_matches(name, allowed, n=1)
         if name in EDITOR_ATTRIBUTES:
-            warn(f"{describe_tag(element)}: ignoring {name!r}, layout written by Agrippa's editor", attribute.location)
+            self.tolerate(f"{describe_tag(element)}: ignoring {name!r}, layout written by Agrippa's editor",
+                          attribute.location, "remove it")
             return
         message = f"{describe_tag(element)} has no attribute {name!r}"
         hint = (f"did you mean {close[0]!r}? " if close else "") + (
             f"the attributes of {describe_tag(element)} are: {', '.join(allowed)}"
         )
-        if self.lenient:
-            warn(f"{message}; ignored under lenient=True ({hint})", attribute.location)
-            return
-        raise MarkupError(message, attribute.location, hint=hint + "; export(..., lenient=True) ignores it")
+        self.tolerate(f"{message}; ignored", attribute.location, hint)
+
+    def tolerate(self, message: str, location: SourceLocation | None, hint: str) -> None:
+        """What Agrippa accepted and what does not change the computed model: a
+        :class:`MarkupWarning` at ``file:line:col``, or under ``strict=True`` an error."""
+        if self.strict:
+            raise MarkupError(message, location, hint=f"{hint}; without strict=True this is a warning")
+        warn(f"{message} ({hint})", location)
 
     # ------------------------------------------------------------------ names
 
