@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["BROADCASTING_OPS", "disagreement"]
+__all__ = ["BROADCASTING_OPS", "broadcast_mismatch", "disagreement"]
 
 # Ops whose inputs broadcast against each other (ONNX "multidirectional broadcasting").
 BROADCASTING_OPS = frozenset({
@@ -32,7 +32,7 @@ def disagreement(op_type: str, shapes: Sequence[Shape | None], names: Sequence[s
         known = [(shape, name) for shape, name in zip(shapes, names) if shape is not None]
         for index, (first, first_name) in enumerate(known):
             for second, second_name in known[index + 1:]:
-                found = _broadcast(first, second, first_name, second_name, op_type)
+                found = broadcast_mismatch(first, second, first_name, second_name, op_type)
                 if found is not None:
                     return found
     return None
@@ -53,13 +53,14 @@ def _matmul(a: Shape, b: Shape, a_name: str, b_name: str) -> tuple[str, str] | N
             f"a @ b multiplies [..., n, k] by [..., k, m]: the last dimension of {a_name} must equal "
             f"the second-to-last of {b_name} (transpose one with op.Transpose, or check the weight's shape)",
         )
-    batch = _broadcast(a[:-2], b[:-2], a_name, b_name, "MatMul") if len(a) > 2 and len(b) > 2 else None
+    batch = broadcast_mismatch(a[:-2], b[:-2], a_name, b_name, "MatMul") if len(a) > 2 and len(b) > 2 else None
     if batch is not None:
         return (f"MatMul: {a_name}: {_text(a)} vs {b_name}: {_text(b)}: their batch axes do not broadcast", batch[1])
     return None
 
 
-def _broadcast(a: Shape, b: Shape, a_name: str, b_name: str, op_type: str) -> tuple[str, str] | None:
+def broadcast_mismatch(a: Shape, b: Shape, a_name: str, b_name: str, op_type: str) -> tuple[str, str] | None:
+    """``(message, hint)`` naming the last axis where ``a`` and ``b`` do not broadcast, or None."""
     for offset in range(1, min(len(a), len(b)) + 1):
         left, right = a[-offset], b[-offset]
         if left != right and left != 1 and right != 1:
