@@ -182,6 +182,13 @@ def test_gemm_with_an_untransposed_linear_weight() -> None:
         "[out, in] needs transB=1")
 
 
+def test_gemm_with_transb_reads_the_weight_rows() -> None:
+    x, projection = np.ones((2, 256), F32), np.ones((64, 128), F32)
+    error = _raised(lambda: op.Gemm(x, projection, transB=1))
+    assert error.message == ("Gemm: x: [2, 256] vs projection: [64, 128]: axis 1 of x is 256, axis 1 of projection "
+                             "is 128 (transA=0, transB=1)")
+
+
 def test_gather_index_out_of_range() -> None:
     table, ids = np.ones((10, 4), F32), np.array([3, 12], np.int64)
     error = _raised(lambda: op.Gather(table, ids, axis=0))
