@@ -40,6 +40,7 @@ import onnx
 import onnx.checker
 import onnx.numpy_helper
 import onnx.shape_inference
+from google.protobuf.message import EncodeError
 
 __all__ = ["FINDINGS", "INPUT_REFUSALS", "LATEST_INPUT", "LOG_VARIABLE", "RUNNING", "check_exported", "install", "installed", "kernel_argv"]
 
@@ -91,16 +92,14 @@ def _weights_in_place(model: onnx.ModelProto, large_too: bool = False) -> onnx.M
     subgraph (small: the sinks take large ones from the main graph) holds zeros."""
     if not large_too and not any(_elsewhere(t) for t in _tensors(model.graph)):
         return model
+    kept = [t for t in model.graph.initializer if _elsewhere(t) or (large_too and t.ByteSize() > 1 << 20)]
     copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    kept = [t for t in copy.graph.initializer if _elsewhere(t) or (large_too and len(t.raw_data) > 1 << 20)]
+    _copy_fields(model, copy, "graph")
+    _copy_fields(model.graph, copy.graph, "initializer")  # (the large tensors are never copied)
+    names = {t.name for t in kept}
+    copy.graph.initializer.extend(t for t in model.graph.initializer if t.name not in names)
     for tensor in kept:
         copy.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    if kept:
-        names = {t.name for t in kept}
-        remaining = [t for t in copy.graph.initializer if t.name not in names]
-        del copy.graph.initializer[:]
-        copy.graph.initializer.extend(remaining)
     for tensor in _tensors(copy.graph):
         if _elsewhere(tensor):
             zeros = np.zeros(tuple(tensor.dims), onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
@@ -109,6 +108,18 @@ def _weights_in_place(model: onnx.ModelProto, large_too: bool = False) -> onnx.M
             tensor.data_location = onnx.TensorProto.DEFAULT
             tensor.raw_data = filled.raw_data
     return copy
+
+
+def _copy_fields(source: Any, target: Any, skipped: str) -> None:
+    for field, value in source.ListFields():
+        if field.name == skipped:
+            continue
+        if hasattr(value, "extend"):  # (a repeated field)
+            getattr(target, field.name).extend(value)
+        elif hasattr(value, "CopyFrom"):
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
 
 
 def _elsewhere(tensor: onnx.TensorProto) -> bool:
@@ -131,8 +142,15 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _tensors(subgraph)
 
 
+def _larger_than(model: onnx.ModelProto, size: int) -> bool:
+    try:
+        return model.ByteSize() > size
+    except EncodeError:  # (protobuf cannot even size a message over 2 GB)
+        return True
+
+
 def _record(entry: str, proto: Any, weights_elsewhere: bool = False) -> None:
-    too_large = isinstance(proto, onnx.ModelProto) and proto.ByteSize() > onnx.checker.MAXIMUM_PROTOBUF
+    too_large = isinstance(proto, onnx.ModelProto) and _larger_than(proto, onnx.checker.MAXIMUM_PROTOBUF)
     refusal = check_exported(_weights_in_place(proto, too_large) if weights_elsewhere or too_large else proto)
     name = proto.graph.name if isinstance(proto, onnx.ModelProto) else proto.name
     inherited = refusal is not None and (refusal in INPUT_REFUSALS or LATEST_INPUT["refused"])
@@ -202,7 +220,7 @@ def _reading(read: Callable[..., Any]) -> Callable[..., Any]:
         # (a model of more than 64 MB read is not checked: a copy for the checker would cost
         # as much again; what is exported from it still is)
         if isinstance(proto, onnx.ModelProto):
-            small = proto.ByteSize() < _LARGEST_INPUT_CHECKED
+            small = not _larger_than(proto, _LARGEST_INPUT_CHECKED)
             refusal = check_exported(_weights_in_place(proto)) if small else None
             LATEST_INPUT["refused"] = refusal is not None
             if refusal is not None:
