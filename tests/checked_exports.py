@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -41,6 +42,8 @@ import onnx.checker
 import onnx.numpy_helper
 import onnx.shape_inference
 from google.protobuf.message import EncodeError
+
+from dsl.errors import DslError
 
 __all__ = ["FINDINGS", "INPUT_REFUSALS", "LATEST_INPUT", "LOG_VARIABLE", "RUNNING", "check_exported", "install", "installed", "kernel_argv"]
 
@@ -202,6 +205,9 @@ def _checked(entry: str, export: Callable[..., Any], facade: bool) -> Callable[.
             _INSIDE_FACADE["depth"] += 1
         try:
             result = export(*args, **kwargs)
+        except DslError as error:  # (a user's mistake: its traceback ends at their line, not here)
+            _hide_own_frames(error)
+            raise
         finally:
             if facade:
                 _INSIDE_FACADE["depth"] -= 1
@@ -229,6 +235,21 @@ def _reading(read: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(checked_read, _WRAPPED, read)
     return checked_read
+
+
+def _hide_own_frames(error: BaseException) -> None:
+    """Drop this module's frames from ``error``'s traceback, as the library drops its own."""
+    kept = []
+    entry = error.__traceback__
+    while entry is not None:
+        if entry.tb_frame.f_globals.get("__name__") != __name__:
+            kept.append(entry)
+        entry = entry.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+    error.__traceback__ = kept[0] if kept else None
 
 
 def _owner(module_name: str, owner_name: str) -> Any:
