@@ -529,11 +529,10 @@ def _failure(
     if found is None:
         described = ", ".join(_operand_text(operand, sig) for operand, sig in zip(operands, signature))
         reason = backend_reason(next(iter(backend_messages.values()), ""))
-        found = (
-            f"{op.name}: {described}: {reason}",
-            f"{op.name} takes ({', '.join(op.input_names)}) at {op.opset.describe()}; the backends' own "
-            "reports are in the error's backend_messages",
-        )
+        takes = (f"{op.name} takes ({', '.join(op.input_names)}) at {op.opset.describe()}" if op.schema is not None
+                 else f"no schema defines {op.domain}::{op.name}: a backend runs it only with a kernel registered for it")
+        found = (f"{op.name}: {described}: {reason}", f"{takes}; the backends' own reports are in the error's "
+                 "backend_messages")
     error = EagerError(found[0], location, hint=found[1])
     error.backend_messages = dict(backend_messages)
     return error

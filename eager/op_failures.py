@@ -226,7 +226,7 @@ _RULES: dict[str, Callable[[Sequence[Operand], dict[str, Any]], Explanation | No
 _ORT_STATUS = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (?:.*?Status Message: )?", re.S)
 # A C++ source position: what starts the text of an ORT_ENFORCE or ORT_THROW.
 _CPP_PLACE = re.compile(r"^\S+\.(?:h|cc|cpp|hpp):\d+ ")
-_NODE_PREFIX = re.compile(r"^Node \([^)]*\) Op \([^)]*\) (?:\[\w+\] )?")
+_NODE_PREFIX = re.compile(r"^(?:Fatal error: |Node \([^)]*\) Op \([^)]*\) (?:\[\w+\] )?)")
 _ENFORCED = " was false. "
 
 

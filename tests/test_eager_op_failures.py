@@ -218,6 +218,16 @@ def test_matmul_message_is_unchanged() -> None:
     assert error.message == "MatMul: x: [1, 3, 256] vs wk: [64, 256]: axis -1 of x is 256, axis -2 of wk is 64"
 
 
+def test_an_op_no_backend_runs_says_so_without_the_status_text() -> None:
+    from dsl.opsets import get_opset
+
+    x = np.ones(3, F32)
+    error = _raised(lambda: get_opset("com.example", 1).Frobnicate(x))
+    assert error.message.startswith("Frobnicate: x: FLOAT[3]: ") and "Fatal error" not in error.message
+    assert error.hint == ("no schema defines com.example::Frobnicate: a backend runs it only with a kernel "
+                          "registered for it; the backends' own reports are in the error's backend_messages")
+
+
 def test_backend_reason_keeps_the_sentence_that_says_what_is_wrong() -> None:
     enforced = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Unsqueeze node. "
                 "Name:'' Status Message: /src/onnxruntime/core/providers/common.h:31 int64_t "
