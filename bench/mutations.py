@@ -52,6 +52,8 @@ PROGRESS = ("tests/test_progress.py",)
 SHAPES = ("tests/test_shape_rules.py", "tests/test_frontend_tensor_properties.py")
 CP_STATIC = ("tests/test_frontend_static_python.py", "tests/test_static_python_contract.py")
 CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
+CHECKED_EXPORTS = ("tests/test_checked_exports.py", "tests/test_frontend_python.py")
+EAGER_FAILURES = ("tests/test_eager_op_failures.py",)
 
 
 @dataclass(frozen=True)
@@ -485,6 +487,33 @@ MUTATIONS = [
              "else second.get(info.name)", "else None", ("tests/test_shipped_model_forms.py",)),
     Mutation("RP18", "weight Constants of function bodies left as constants", "converter/torch_module/weights.py",
              "                self._add_function_weight(function, node)", "                pass", TORCH_FUNCTIONS),
+    Mutation("CK1", "the export checker records no refusal", "tests/checked_exports.py",
+             "        FINDINGS.append((entry, name, refusal))", "        pass", CHECKED_EXPORTS),
+    Mutation("CK2", "the export checker runs without full_check", "tests/checked_exports.py",
+             "onnx.checker.check_model(proto, full_check=True)", "onnx.checker.check_model(proto, full_check=False)",
+             CHECKED_EXPORTS),
+    Mutation("CK3", "a facade re-exported by its package escapes the checking", "tests/checked_exports.py",
+             "            if id(value) in replaced and not hasattr(value, _WRAPPED):",
+             "            if False:", CHECKED_EXPORTS),
+    Mutation("CK4", "the notebook kernel runs without the export checking", "tests/checked_exports.py",
+             "checked.install(); ", "", ("tests/test_notebooks.py",)),
+    Mutation("CK5", "inferred output types computed but not written", "converter/inferred_types.py",
+             "        output.type.CopyFrom(merged)", "        pass", CHECKED_EXPORTS),
+    Mutation("CK6", "Concat's rule compares the joined axis too", "eager/op_failures.py",
+             "if a != joined and (first.shape or ())[a]", "if (first.shape or ())[a]", EAGER_FAILURES),
+    Mutation("CK7", "Reshape's rule ignores the 0 that keeps an input size", "eager/op_failures.py",
+             "            if size == 0:\n                if axis >= len(shape):",
+             "            if size == -5:\n                if axis >= len(shape):", EAGER_FAILURES),
+    Mutation("CK8", "a backend's reason keeps the C++ signature", "eager/op_failures.py",
+             "            reason = _after_signature(reason)", "            reason = reason", EAGER_FAILURES),
+    Mutation("CK9", "an eager unknown op raised without its line", "dsl/opsets.py",
+             "                    error.with_location(frame_location(caller))", "                    pass",
+             EAGER_FAILURES),
+    Mutation("CK10", "a refused eager call reported at no line", "eager/op_call.py",
+             "    raise _failure(op, arrays, signature, attributes, backend_messages, caller_location()) from None",
+             "    raise _failure(op, arrays, signature, attributes, backend_messages, None) from None", EAGER_FAILURES),
+    Mutation("CK11", "Gemm's rule ignores transB", "eager/op_failures.py",
+             "    b_axis = 1 if attributes.get(\"transB\", 0) else 0", "    b_axis = 0", EAGER_FAILURES),
 ]
 
 

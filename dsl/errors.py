@@ -15,6 +15,8 @@ module depends on nothing but the standard library.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -169,7 +171,13 @@ class ModelWarning(UserWarning):
 
 
 class EagerError(DslError):
-    """An op that failed while executing eagerly (bad input types, backend failure)."""
+    """An op that failed while executing eagerly (bad input types, backend failure).
+
+    ``backend_messages`` keeps what onnxruntime and onnx.reference said about a failure
+    (backend name -> its text) for debugging; the message says it in the user's terms.
+    """
+
+    backend_messages: Mapping[str, str] = MappingProxyType({})
 
     default_hint = (
         "the message names the node and the values it got; for a model from a file, "

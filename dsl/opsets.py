@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsl import hooks, ir, types
@@ -21,7 +22,7 @@ from dsl import hooks, ir, types
 # (attribute conversion lives in dsl.attribute_values; its names stay importable from here)
 from dsl.attribute_values import attr_kind_of_python, python_to_attr, tensor_from_proto, to_tensor
 from dsl.errors import DslTypeError, OpAttributeError, OpCallError, UnknownOpError
-from dsl.tracebacks import hide_library_frames
+from dsl.tracebacks import frame_location, hide_library_frames, is_library_frame
 
 if TYPE_CHECKING:
     # Editors and type checkers see every op with its signature (a generated stub:
@@ -103,7 +104,13 @@ class Opset(_OpsetFields):
                 raise AttributeError(name)
             found = self._ops.get(name)
             if found is None:
-                found = self.get_op(name)
+                try:
+                    found = self.get_op(name)
+                except UnknownOpError as error:  # ``op.Softmaxx`` in the user's own line (eager code)
+                    caller = sys._getframe(1)
+                    if not is_library_frame(caller):
+                        error.with_location(frame_location(caller))
+                    raise
             return found
 
     def get_op(self, name: str) -> Op:

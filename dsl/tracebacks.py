@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import functools
 import itertools
+import linecache
 import os
 from collections.abc import Callable
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 from dsl.errors import DslError
+from dsl.ir import SourceLocation
 
-__all__ = ["FULL_TRACEBACK_VARIABLE", "LIBRARY_PACKAGES", "hide_library_frames", "user_traceback"]
+__all__ = [
+    "FULL_TRACEBACK_VARIABLE", "LIBRARY_PACKAGES", "expression_span", "frame_location", "hide_library_frames",
+    "is_library_frame", "user_traceback",
+]
 
 FULL_TRACEBACK_VARIABLE = "ONNXQUILL_FULL_TRACEBACK"
 LIBRARY_PACKAGES = frozenset({"dsl", "converter", "eager"})
@@ -73,3 +78,41 @@ def user_traceback(function: _Callable) -> _Callable:
             raise  # (a bare raise adds no frame: this one is not shown either)
 
     return entry_point  # type: ignore[return-value]
+
+
+def is_library_frame(frame: FrameType) -> bool:
+    """True when ``frame`` runs code of onnxquill's own packages (by module name)."""
+    module = frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.partition(".")[0] in LIBRARY_PACKAGES
+
+
+def frame_location(frame: FrameType) -> SourceLocation:
+    """Where ``frame`` is: the expression it runs (``x @ w``, ``op.Relu``) when Python
+    knows its columns, else the line; for errors raised at a user's line outside ``@script``.
+
+    >>> import sys
+    >>> frame_location(sys._getframe()).line > 0                  # doctest: +SKIP
+    True
+    """
+    line = frame.f_lineno or 0
+    text = linecache.getline(frame.f_code.co_filename, line)
+    column = len(text) - len(text.lstrip()) if text else 0
+    span = expression_span(frame)
+    if span is not None and span[0] == line:
+        return SourceLocation(frame.f_code.co_filename, line, span[1], text.rstrip("\n"), end_column=span[2])
+    return SourceLocation(frame.f_code.co_filename, line, column, text.rstrip("\n"))
+
+
+def expression_span(frame: FrameType) -> tuple[int, int, int] | None:
+    """(line, first column, end column) of the instruction ``frame`` runs, on one line
+    (None before Python 3.11, whose code objects have no column positions)."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is None:
+        return None
+    found = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+    if found is None:
+        return None
+    line, end_line, column, end_column = found
+    if line is None or line != end_line or column is None or end_column is None:
+        return None
+    return line, column, end_column

@@ -11,28 +11,20 @@ from __future__ import annotations
 
 import ast
 import dis
-import itertools
 import linecache
 import sys
 from types import CodeType, FrameType
 
 from dsl.ir import SourceLocation
+from dsl.tracebacks import expression_span, frame_location, is_library_frame
 
 __all__ = ["user_frame", "caller_location", "caller_operands", "unpacked_count"]
-
-# The library's own packages: a frame running code of one of them is not the user's.
-_LIBRARY_PACKAGES = frozenset({"dsl", "eager", "converter"})
-
-
-def _internal(frame: FrameType) -> bool:
-    module = frame.f_globals.get("__name__")
-    return isinstance(module, str) and module.partition(".")[0] in _LIBRARY_PACKAGES
 
 
 def user_frame() -> FrameType | None:
     """The innermost frame whose module is not part of dsl, eager or converter (the user's code)."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and _internal(frame):
+    while frame is not None and is_library_frame(frame):
         frame = frame.f_back
     return frame
 
@@ -43,13 +35,7 @@ def caller_location() -> SourceLocation | None:
     frame = user_frame()
     if frame is None:
         return None
-    line = frame.f_lineno or 0
-    text = linecache.getline(frame.f_code.co_filename, line)
-    column = len(text) - len(text.lstrip()) if text else 0
-    span = _expression_span(frame)
-    if span is not None and span[0] == line:
-        return SourceLocation(frame.f_code.co_filename, line, span[1], text.rstrip("\n"), end_column=span[2])
-    return SourceLocation(frame.f_code.co_filename, line, column, text.rstrip("\n"))
+    return frame_location(frame)
 
 
 def caller_operands(count: int) -> list[str]:
@@ -57,7 +43,7 @@ def caller_operands(count: int) -> list[str]:
     (``["x", "w"]`` for ``x @ w``); ``input 0``, ``input 1``... where it cannot be read."""
     fallback = [f"input {index}" for index in range(count)]
     frame = user_frame()
-    span = _expression_span(frame) if frame is not None else None
+    span = expression_span(frame) if frame is not None else None
     if frame is None or span is None:
         return fallback
     text = linecache.getline(frame.f_code.co_filename, span[0])[span[1]:span[2]]
@@ -74,21 +60,6 @@ def caller_operands(count: int) -> list[str]:
     if len(operands) != count:
         return fallback
     return [ast.get_source_segment(text, operand) or name for operand, name in zip(operands, fallback)]
-
-
-def _expression_span(frame: FrameType) -> tuple[int, int, int] | None:
-    """(line, first column, end column) of the instruction ``frame`` runs, on one line
-    (None before Python 3.11, whose code objects have no column positions)."""
-    positions = getattr(frame.f_code, "co_positions", None)
-    if positions is None:
-        return None
-    found = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
-    if found is None:
-        return None
-    line, end_line, column, end_column = found
-    if line is None or line != end_line or column is None or end_column is None:
-        return None
-    return line, column, end_column
 
 
 _UNPACK_BY_SITE: dict[tuple[CodeType, int], int | None] = {}

@@ -22,10 +22,10 @@ from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import KernelBuildError, KernelSpec, build_kernel, sig_elem
+from eager.op_failures import Operand, backend_reason, explain
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
-from eager.shape_mismatch import disagreement
 from eager.tensor import EagerTensor
 
 __all__ = ["call_op", "OpFacts"]
@@ -157,7 +157,7 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
     try:
         outputs = kernel.run(arrays)
     except Exception as runtime_error:
-        outputs = _run_fallback(op, kernel, arrays, signature, runtime_error, kwargs)
+        outputs = _run_fallback(op, kernel, arrays, signature, runtime_error)
     if facts.sequence_outputs:
         outputs = _with_sequences(kernel, outputs, torch_in, eager_in or IN_EAGER_SCRIPT.get())
     elif eager_in or IN_EAGER_SCRIPT.get():
@@ -412,25 +412,6 @@ def _subgraph_output_count(op: Op, kwargs: dict[str, Any]) -> int | None:
     return max(len(outputs) - (1 if op.name == "Loop" else 0), 1)
 
 
-def _describe_inputs(op: Op, args: tuple[Any, ...] | list[Any], arrays: list[Any], signature: Signature) -> str:
-    parts = []
-    for index, (array, sig) in enumerate(zip(arrays, signature)):
-        name = _input_name(op, index)
-        if sig is None:
-            parts.append(f"{name}=None")
-        elif sig is _LITERAL:
-            parts.append(f"{name}={array!r}")
-        elif sig[0] == "opt" and array is None:
-            parts.append(f"{name}=None (an empty optional)")
-        elif sig[0] == "seq" or (sig[0] == "opt" and sig[1] is not None and sig[1][0] == "seq"):
-            elem_name = types.element_type_name(sig_elem(sig) or types.FLOAT.enum)
-            parts.append(f"{name}: sequence of {len(array)} {elem_name}")
-        else:
-            shape = ", ".join(str(d) for d in np.shape(array))
-            parts.append(f"{name}: {types.element_type_name(sig_elem(sig) or types.FLOAT.enum)}[{shape}]")
-    return f"{op.name}({', '.join(parts)})"
-
-
 def _prepare(
     op: Op,
     facts: OpFacts,
@@ -453,13 +434,8 @@ def _prepare(
     try:
         return build_kernel(spec)
     except KernelBuildError as err:
-        _raise_if_shapes_disagree(op, arrays, signature, kwargs)
-        raise EagerError(
-            f"{_describe_inputs(op, args, arrays, signature)} failed in both backends:\n"
-            f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
-            location,
-            hint=_input_hint(op),
-        ) from None
+        backend_messages = {"onnxruntime": err.ort_message, "onnx.reference": err.reference_message}
+        raise _failure(op, arrays, signature, _attribute_values(protos), backend_messages, location) from None
 
 
 def _check_value_kinds(op: Op, facts: OpFacts, signature: Signature, location: Any) -> None:
@@ -510,17 +486,6 @@ def _check_required_inputs(op: Op, signature: Signature, location: Any) -> None:
             )
 
 
-def _input_hint(op: Op) -> str:
-    if op.schema is None:
-        return "check the op's inputs and attributes against its definition"
-    constraints = "; ".join(
-        f"{c.type_param_str} in {{{', '.join(sorted(c.allowed_type_strs))}}}" for c in op.schema.type_constraints
-    )
-    return f"{op.name}({', '.join(op.input_names)}) at {op.opset.describe()}" + (
-        f"; {constraints}" if constraints else ""
-    )
-
-
 class _RuntimeFallback:
     """The backend report of a call that onnxruntime failed and onnx.reference ran."""
 
@@ -531,36 +496,75 @@ class _RuntimeFallback:
         self.fallback_reason = reason
 
 
-def _raise_if_shapes_disagree(op: Op, arrays: list[Any], signature: Signature, kwargs: dict[str, Any]) -> None:
-    """A failure that is a shape mismatch, said with the operands as the user wrote them and
-    the axis that disagrees (onnx.reference would fail too, with unrelated text)."""
-    shapes = [None if sig is None or sig is _LITERAL or sig[0] in ("seq", "opt") else np.shape(array)
-              for array, sig in zip(arrays, signature)]
-    found = disagreement(op.name, shapes, caller_operands(len(arrays)), kwargs, arrays, op.version)
-    if found is not None:
-        message, hint = found
-        raise EagerError(message, caller_location(), hint=hint) from None
+def _attribute_values(protos: Any) -> dict[str, Any]:
+    """The attributes of a call by name, as Python values (what the failure rules read)."""
+    import onnx.helper
+
+    return {proto.name: onnx.helper.get_attribute_value(proto) for proto in protos}
+
+
+def _operands(op: Op, arrays: list[Any], signature: Signature) -> list[Operand]:
+    """The inputs of the call as the user wrote them (the schema's names where the source
+    cannot be read), with their shapes (None for a sequence, an optional or an omitted one)."""
+    written = caller_operands(len(arrays))
+    operands = []
+    for index, (array, sig, name) in enumerate(zip(arrays, signature, written)):
+        if name == f"input {index}":
+            name = _input_name(op, index)
+        tensor = sig is not None and sig is not _LITERAL and sig[0] not in ("seq", "opt")
+        operands.append(Operand(name, tuple(np.shape(array)) if tensor else None, array if tensor else None))
+    return operands
+
+
+def _failure(
+    op: Op,
+    arrays: list[Any],
+    signature: Signature,
+    attributes: dict[str, Any],
+    backend_messages: dict[str, str],
+    location: Any,
+) -> EagerError:
+    """One error for a call the backends refused: the op's rule that the operands break when
+    one is known, else the first backend's reason in one sentence, at the user's line."""
+    operands = _operands(op, arrays, signature)
+    found = explain(op.name, operands, attributes, op.version)
+    if found is None:
+        described = ", ".join(_operand_text(operand, sig) for operand, sig in zip(operands, signature))
+        reason = backend_reason(next(iter(backend_messages.values()), ""))
+        takes = (f"{op.name} takes ({', '.join(op.input_names)}) at {op.opset.describe()}" if op.schema is not None
+                 else f"no schema defines {op.domain}::{op.name}: a backend runs it only with a kernel registered for it")
+        found = (f"{op.name}: {described}: {reason}", f"{takes}; the backends' own reports are in the error's "
+                 "backend_messages")
+    error = EagerError(found[0], location, hint=found[1])
+    error.backend_messages = dict(backend_messages)
+    return error
+
+
+def _operand_text(operand: Operand, sig: Any) -> str:
+    if sig is None:
+        return f"{operand.name}=None"
+    if operand.shape is None:
+        return operand.name
+    elem = types.element_type_name(sig_elem(sig) or types.FLOAT.enum)
+    return f"{operand.name}: {elem}[{', '.join(str(d) for d in operand.shape)}]"
 
 
 def _run_fallback(
-    op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception, kwargs: dict[str, Any]
+    op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception
 ) -> Any:
     if isinstance(runtime_error, DslError):
         raise runtime_error
-    _raise_if_shapes_disagree(op, arrays, signature, kwargs)
-    first = f"{kernel.backend}: {runtime_error}"
+    backend_messages = {kernel.backend: str(runtime_error) or repr(runtime_error)}
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
-        first = f"onnxruntime: {kernel.fallback_reason}\n{first}"
+        backend_messages = {"onnxruntime": kernel.fallback_reason, **backend_messages}
+    attributes = _attribute_values(kernel.spec.attributes)
     if kernel.backend == "onnxruntime":
-        try:
-            outputs = kernel.fallback().run(arrays)
-        except Exception as reference_error:
-            first += f"\nonnx.reference: {reference_error}"
-        else:
-            LAST.kernel = _RuntimeFallback(kernel.label, str(runtime_error))
-            return outputs
-    raise EagerError(
-        f"{_describe_inputs(op, arrays, arrays, signature)} failed:\n{first}",
-        caller_location(),
-        hint=_input_hint(op),
-    ) from None
+        if explain(op.name, _operands(op, arrays, signature), attributes, op.version) is None:
+            try:  # (a failure no rule explains may be onnxruntime's alone: onnx.reference tries it)
+                outputs = kernel.fallback().run(arrays)
+            except Exception as reference_error:  # (any failure of the second backend is reported)
+                backend_messages["onnx.reference"] = str(reference_error) or repr(reference_error)
+            else:
+                LAST.kernel = _RuntimeFallback(kernel.label, str(runtime_error))
+                return outputs
+    raise _failure(op, arrays, signature, attributes, backend_messages, caller_location()) from None

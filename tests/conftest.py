@@ -10,8 +10,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
+
+from tests import checked_exports
 
 settings.register_profile("deterministic", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("explore", deadline=None, print_blob=True)
@@ -34,3 +38,23 @@ def tested_with() -> str:
 
 def pytest_report_header() -> str:
     return tested_with()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "invalid_export(reason): the test exports an invalid model on purpose")
+    checked_exports.install()
+
+
+@pytest.fixture(autouse=True)
+def _exports_pass_the_checker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test (at teardown) whose exported model or function onnx.checker refuses."""
+    checked_exports.FINDINGS.clear()
+    checked_exports.INPUT_REFUSALS.clear()
+    checked_exports.LATEST_INPUT["refused"] = False
+    checked_exports.RUNNING["test"] = request.node.nodeid
+    yield
+    found = list(checked_exports.FINDINGS)
+    checked_exports.FINDINGS.clear()
+    if found and request.node.get_closest_marker("invalid_export") is None:
+        pytest.fail("onnx.checker refuses what the test exported:\n" + "\n".join(
+            f"{entry} -> {name!r}: {refusal}" for entry, name, refusal in found), pytrace=False)

@@ -128,6 +128,8 @@ node_specs = st.lists(
 )
 
 
+@pytest.mark.invalid_export("the writer is compared with onnx.helper on arbitrary nodes and value infos (empty or "
+                            "unregistered op types, types other than the producer's): encoding, not validity")
 @settings(max_examples=150)
 @given(node_specs, names)
 def test_nodes_parse_to_what_make_node_writes(specs: list, base: str) -> None:
@@ -194,6 +196,8 @@ def test_nodes_written_through_protobuf_keep_their_place_between_encoded_ones() 
 @settings(max_examples=60)
 @given(st.lists(st.tuples(names, st.sampled_from([1, 7, 10]), st.lists(st.one_of(st.integers(0, 300), names), max_size=3),
                           texts), min_size=1, max_size=5, unique_by=lambda entry: entry[0]))
+@pytest.mark.invalid_export("the writer is compared with onnx.helper on arbitrary nodes and value infos (empty or "
+                            "unregistered op types, types other than the producer's): encoding, not validity")
 def test_value_info_parses_to_what_make_tensor_value_info_writes(entries: list) -> None:
     x = ir.Value("input_x", FLOAT[2])
     values, nodes, expected = [x], [], []
@@ -229,6 +233,8 @@ tensor_attributes = st.builds(
 )
 
 
+@pytest.mark.invalid_export("the writer is compared with onnx.helper on arbitrary nodes and value infos (empty or "
+                            "unregistered op types, types other than the producer's): encoding, not validity")
 @settings(max_examples=100)
 @given(st.lists(tensor_attributes, min_size=2, max_size=12))
 def test_repeated_small_tensor_attributes_are_written_each_as_itself(attrs: list[ir.Attr]) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import nbclient
 import nbformat
 import pytest
+
+from tests.checked_exports import LOG_VARIABLE, kernel_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -38,12 +39,13 @@ def kernel_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     spec_folder = tmp_path / "kernels" / KERNEL_NAME
     spec_folder.mkdir(parents=True)
     spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": kernel_argv(),  # (ipykernel's launcher, with the exports checked as in this run)
         "display_name": "Python (onnxquill tests)",
         "language": "python",
     }
     (spec_folder / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.setenv(LOG_VARIABLE, str(tmp_path / "exports.jsonl"))
     # The kernel imports dsl from the checkout even when the package is not installed.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return KERNEL_NAME
@@ -54,7 +56,7 @@ def test_there_is_a_notebook() -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs(path: Path, kernel_name: str) -> None:
+def test_notebook_runs(path: Path, kernel_name: str, tmp_path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         notebook,
@@ -71,6 +73,10 @@ def test_notebook_runs(path: Path, kernel_name: str) -> None:
         if output.get("output_type") == "error"
     ]
     assert not errors
+    log = tmp_path / "exports.jsonl"  # (each export of the kernel and onnx.checker's verdict)
+    exports = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert exports, "the notebook exported nothing through the checked back end"
+    assert [e for e in exports if e["refusal"]] == []
     assert SHOWS.get(path.name, set()) <= _shown(notebook), path.name
 
 
