@@ -379,8 +379,8 @@ def _reshape(call: _Call) -> list[Shape]:
             raise call.fail(
                 f"{call.operand(0)} has {total} elements, which cannot be reshaped to {shape_text(wanted)}"
                 + (f" ({known} elements)" if -1 not in dims else f" (a multiple of {known})"),
-                "a reshape keeps the number of elements: check the target shape (0 copies an axis of the "
-                "input, -1 takes what is left)",
+                f"the new shape must hold the {total} elements of {call.name(0)}: give -1 for the one size to "
+                f"infer and 0 to keep a size of {call.name(0)}",
             )
         if -1 in dims:
             dims[dims.index(-1)] = total // known if known else None
@@ -399,13 +399,17 @@ def _concat(call: _Call) -> list[Shape]:
         if len(shape) != len(first):
             raise call.fail(f"{call.operand(first_index)} vs {call.operand(index)}: ranks {len(first)} and {len(shape)}",
                             "Concat joins tensors of one rank; add the missing axis with op.Unsqueeze")
-        for position, (left, right) in enumerate(zip(first, shape)):
-            if position != axis and _differ(left, right):
-                raise call.fail(
-                    f"{call.operand(first_index)} vs {call.operand(index)}: axis {position} is {left} in "
-                    f"{call.name(first_index)} and {right} in {call.name(index)} (joining on axis {axis})",
-                    f"all axes but the joined one (axis={axis}) must be equal; check the axis",
-                )
+        differing = [p for p, (left, right) in enumerate(zip(first, shape)) if p != axis and _differ(left, right)]
+        if differing:
+            position = differing[0]
+            hint = f"all axes but the joined one (axis={axis}) must be equal"
+            if len(differing) == 1 and first[axis] == shape[axis]:
+                hint += f"; they differ only on axis {position}: did you mean axis={position}?"
+            raise call.fail(
+                f"{call.operand(first_index)} vs {call.operand(index)}: axis {position} is {first[position]} in "
+                f"{call.name(first_index)} and {shape[position]} in {call.name(index)} (joining on axis {axis})",
+                hint,
+            )
     if len(present) != len(call.shapes):
         return [None]
     sizes = [shape[axis] for _, shape in present]

@@ -431,10 +431,10 @@ def test_runtime_reshape_failure_names_the_element_counts() -> None:
 
 
 def test_runtime_failure_no_rule_explains_keeps_one_sentence_of_onnxruntime() -> None:
-    data, axes = np.ones((2, 3), F32), np.array([0], np.int64)
+    data, k = np.ones((2, 3), F32), np.array([5], np.int64)
     with pytest.raises(EagerError) as caught:
-        op.Squeeze(data, axes)  # (onnxruntime's refusal comes with a C++ signature and condition)
-    prefix, message = "Squeeze: data: FLOAT[2, 3], axes: INT64[1]: ", caught.value.message
+        op.TopK(data, k)  # (onnxruntime's refusal comes with a C++ signature and condition)
+    prefix, message = "TopK: data: FLOAT[2, 3], k: INT64[1]: ", caught.value.message
     assert message.startswith(prefix) and "\n" not in message
     reason = message[len(prefix):]  # (the sentence of onnxruntime's text that says what is wrong)
     assert len(reason) > 10 and reason in caught.value.backend_messages["onnxruntime"]
