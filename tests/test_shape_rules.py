@@ -34,12 +34,12 @@ class Case:
     body: str
 
 
-# Eager mode reports these differently: it checks no annotation against a result's shape
-# (only element types and ranks of the outermost call's inputs), and knows every rank.
-EAGER_DIFFERS = {
-    "return_annotation_sizes": None, "return_annotation_rank": None, "return_after_matmul": None,
-    "call_argument_size": None,
-    "call_argument_elem": "project: argument 'v' is declared FLOAT[...], got INT64[2, 4]",
+# The cases eager mode cannot report the same way, and why; every other case gives the
+# same message at the same line.  Eagerly every rank is known, so a program refused only
+# because a rank is unknown while compiling runs (its result is checked against numpy).
+EAGER_DIFFERS: dict[str, str] = {
+    "shape_unpack_unknown_rank": "x.shape has the rank of the array given",
+    "ndim_unknown_rank": "x.ndim is the rank of the array given",
 }
 
 CASES = [
@@ -385,7 +385,7 @@ def f(x: FLOAT[2, 3], limit: FLOAT) -> FLOAT[2, 3]:
     Case(
         'shape_unpack_unknown_rank', 'b, s = x.shape',
         'the rank of x is not known here, so its shape cannot be unpacked',
-        None, '''
+        [(2, 3)], '''
 @script()
 def f(x: FLOAT[...]) -> FLOAT[...]:
     b, s = x.shape
@@ -394,7 +394,7 @@ def f(x: FLOAT[...]) -> FLOAT[...]:
     Case(
         'ndim_unknown_rank', 'x.ndim',
         'the rank of x is not known here',
-        None, '''
+        [(2, 3)], '''
 @script()
 def f(x: FLOAT[...]) -> FLOAT[...]:
     return x * x.ndim
@@ -440,7 +440,11 @@ def _sizes(function: Any, shapes: list[tuple[int, ...]]) -> dict[str, int]:
 
 
 def _with_sizes(message: str, sizes: dict[str, int]) -> str:
+    """The compiled message as eager mode words it: each shape of a value with its symbolic
+    sizes replaced by the sizes the run gave them; an annotation is quoted as written."""
     def substitute(match: re.Match[str]) -> str:
+        if re.search(r"the annotation says [A-Z0-9]+$", message[:match.start()]):
+            return match.group(0)
         dims = [str(sizes.get(d, d)) for d in match.group(1).split(", ")]
         return "[" + ", ".join(dims) + "]"
 
@@ -470,13 +474,15 @@ def test_eager_gives_the_same_message_at_the_same_line(case: Case) -> None:
     function, _, lines = _define(case.body)
     assert case.shapes is not None
     inputs = _inputs(function, case.shapes)
-    if case.name in EAGER_DIFFERS and EAGER_DIFFERS[case.name] is None:
-        function(*inputs)  # runs: eager mode does not compare results with annotations' sizes
+    if case.name in EAGER_DIFFERS:
+        x = inputs[0]
+        oracle = {"shape_unpack_unknown_rank": x, "ndim_unknown_rank": x * x.ndim}[case.name]
+        np.testing.assert_array_equal(function(*inputs), oracle)
         return
     with pytest.raises(DslError) as caught:
         function(*inputs)
     error = caught.value
-    expected = EAGER_DIFFERS.get(case.name) or _with_sizes(case.message, _sizes(function, case.shapes))
+    expected = _with_sizes(case.message, _sizes(function, case.shapes))
     assert error.message == expected
     assert error.location.line == _marker_line(lines, case.marker)
 
@@ -493,3 +499,56 @@ def f(x: FLOAT["B", 5], k: INT64[1]) -> FLOAT["B", "K"]:
         function.to_model_proto()
     assert caught.value.message == "TopK: Invalid value for attribute axis"
     assert caught.value.location.line == _marker_line(lines, "op.TopK(x, k, axis=3)")
+
+
+def test_eager_points_at_the_argument_with_the_compiled_hint() -> None:
+    """The argument's own columns and the hint, as compiled."""
+    function, _, _ = _define("""
+@script()
+def project(a: FLOAT[2, 4], v: FLOAT["N", 4]) -> FLOAT["N", 4]:
+    return op.Relu(v)
+@script()
+def f(x: FLOAT[2, 3], w: FLOAT[2, 4]) -> FLOAT[2, 4]:
+    return project(w, v=x)
+""")
+    x, w = np.ones((2, 3), np.float32), np.ones((2, 4), np.float32)
+    with pytest.raises(DslError) as compiled:
+        function.to_model_proto()
+    with pytest.raises(DslError) as eager:
+        function(x, w)
+    assert eager.value.message == compiled.value.message == (
+        "input 'v' of project is FLOAT[2, 3] but the annotation says FLOAT[N, 4]: axis 1 is 3, not 4")
+    assert (eager.value.location.line, eager.value.location.column) == (
+        compiled.value.location.line, compiled.value.location.column)
+    assert eager.value.hint == compiled.value.hint
+
+
+def test_eager_checks_only_what_compiled_code_checks() -> None:
+    """A symbolic size in an annotation is any size, per axis (not bound across axes nor
+    to the inputs' sizes), in both modes."""
+    function, _, _ = _define("""
+@script()
+def twice(v: FLOAT["N"]) -> FLOAT["N"]:
+    return op.Concat(v, v, axis=0)
+@script()
+def f(x: FLOAT["N", "N"]) -> FLOAT["N"]:
+    return twice(op.ReduceSum(x, [1], keepdims=0))
+""")
+    function.to_model_proto()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(function(x), np.concatenate([x.sum(1), x.sum(1)]))
+
+
+def test_eager_result_element_type_as_compiled() -> None:
+    function, _, lines = _define("""
+@script()
+def f(x: INT64[2]) -> FLOAT[2]:
+    y = op.Neg(x)
+    return y
+""")
+    with pytest.raises(DslError) as compiled:
+        function.to_model_proto()
+    with pytest.raises(DslError) as eager:
+        function(np.ones(2, np.int64))
+    assert eager.value.message == compiled.value.message == "output 0 is INT64 but the annotation says FLOAT"
+    assert eager.value.location.line == compiled.value.location.line == _marker_line(lines, "return y")
