@@ -383,6 +383,75 @@ def f(x: FLOAT[2, 3], limit: FLOAT) -> FLOAT[2, 3]:
     return h
 '''),
     Case(
+        'loop_carried_matmul', 'h = op.Relu(h @ w)',
+        'MatMul: h: [B, 8] vs w: [4, 8]: axis -1 of h is 8, axis -2 of w is 4',
+        [(2, 8), (4, 8), ()], '''
+@script()
+def f(x: FLOAT["B", 8], w: FLOAT[4, 8], n: INT64) -> FLOAT["B", 8]:
+    h = x
+    for i in range(n):
+        h = op.Relu(h @ w)
+    return h
+'''),
+    Case(
+        'loop_carried_after_first_use', 'y = h @ w',
+        'MatMul: h: [B, 8] vs w: [6, 8]: axis -1 of h is 8, axis -2 of w is 6',
+        [(2, 8), (6, 8), ()], '''
+@script()
+def f(x: FLOAT["B", 8], w: FLOAT[6, 8], n: INT64) -> FLOAT["B", 8]:
+    h = x
+    for i in range(2, n + 2):
+        h = op.Tanh(h) * 2.0
+        y = h @ w
+        h = h + op.ReduceSum(y, [1])
+    return h
+'''),
+    Case(
+        'loop_carried_growing_axis', 'op.Concat(acc, x, axis=1)',
+        'Concat: acc: [2, 3] vs x: [3, 3]: axis 0 is 2 in acc and 3 in x (joining on axis 1)',
+        [(3, 3), ()], '''
+@script()
+def f(x: FLOAT[3, 3], n: INT64) -> FLOAT["M", 3]:
+    acc = x[0:2]
+    for i in range(n):
+        acc = op.Concat(acc, x, axis=1)
+    return acc
+'''),
+    Case(
+        'while_loop_carried', 'h = op.Reshape(h, [5, -1])',
+        'Reshape: h: [2, 3] has 6 elements, which cannot be reshaped to [5, -1] (a multiple of 5)',
+        [(2, 3), ()], '''
+@script()
+def f(x: FLOAT[2, 3], limit: FLOAT) -> FLOAT[2, 3]:
+    h = x
+    while op.ReduceSum(h) > limit:
+        h = op.Reshape(h, [5, -1])
+    return h
+'''),
+    Case(
+        'while_loop_carried_concat', 'g = op.MatMul(h, w)',
+        'MatMul: h: [4, 4] vs w: [3, 2]: axis -1 of h is 4, axis -2 of w is 3',
+        [(2, 4), (3, 2), ()], '''
+@script()
+def f(x: FLOAT[2, 4], w: FLOAT[3, 2], limit: FLOAT) -> FLOAT["M", 4]:
+    h = x
+    while op.ReduceSum(h) > limit:
+        h = op.Concat(h, x, axis=0)
+        g = op.MatMul(h, w)
+    return h
+'''),
+    Case(
+        'after_loop_carried', 'return h @ v',
+        'MatMul: h: [B, 8] vs v: [4, 2]: axis -1 of h is 8, axis -2 of v is 4',
+        [(2, 8), (8, 8), (4, 2), ()], '''
+@script()
+def f(x: FLOAT["B", 8], w: FLOAT[8, 8], v: FLOAT[4, 2], n: INT64) -> FLOAT["B", 2]:
+    h = x
+    for i in range(n):
+        h = op.Relu(h @ w)
+    return h @ v
+'''),
+    Case(
         'shape_unpack_unknown_rank', 'b, s = x.shape',
         'the rank of x is not known here, so its shape cannot be unpacked',
         [(2, 3)], '''
@@ -552,3 +621,30 @@ def f(x: INT64[2]) -> FLOAT[2]:
         function(np.ones(2, np.int64))
     assert eager.value.message == compiled.value.message == "output 0 is INT64 but the annotation says FLOAT"
     assert eager.value.location.line == compiled.value.location.line == _marker_line(lines, "return y")
+
+
+def test_loop_carried_value_whose_shape_changes_is_not_refused() -> None:
+    """Only the sizes a body gives back unchanged are assumed inside it: an accumulator
+    growing on axis 0 compiles to a valid model that computes what numpy does."""
+    import onnx
+    import onnxruntime
+
+    function, _, _ = _define("""
+@script()
+def f(x: FLOAT[2, 3], n: INT64) -> FLOAT[3, 2, 3]:
+    acc = x
+    h = x
+    for i in range(n):
+        acc = op.Concat(acc, h @ op.Transpose(op.Transpose(op.Identity(x)) @ x), axis=0)
+        h = h * 2.0
+    return op.Reshape(acc, [3, 2, 3])
+""")
+    model = function.to_model_proto()
+    onnx.checker.check_model(model, full_check=True)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": x, "n": np.array(2, np.int64)})[0]
+    gram = x.T @ x
+    expected = np.concatenate([x, x @ gram.T, (2 * x) @ gram.T]).reshape(3, 2, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    np.testing.assert_allclose(function(x, np.array(2, np.int64)), expected, rtol=1e-5)
