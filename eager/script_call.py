@@ -4,12 +4,15 @@ The body is not compiled: ``script_function.python_function`` is called with the
 arguments wrapped in :class:`EagerTensor`, so ``if``/``for``/``while`` run natively, a
 breakpoint stops on real values, and a traceback points at the user's own line.  Ops
 and operators inside run one by one through :func:`eager.call_op`.  Parameters
-annotated with a tensor type are checked (element type, rank) before the body starts;
+annotated with a tensor type are checked (element type, rank) before the body starts
+(in a call from another eagerly running body: as the compiler checks a call of a
+scripted function, with its message at the argument; :mod:`dsl.annotation_checks`);
 Python numbers given for them become tensors of the annotated type, as a constant would
 in the exported model; ``Sequence[...]`` parameters take lists of tensors and
 ``Optional[...]`` ones None.  Attribute parameters are passed through unchanged.  The
 results are typed by the return annotation as the compiler types them
-(:mod:`eager.results`): ``return 0.0`` under ``-> DOUBLE`` is a float64 0.0.
+(:mod:`eager.results`): ``return 0.0`` under ``-> DOUBLE`` is a float64 0.0; and checked
+against it (element type, rank, static sizes), with the compiler's message at ``return``.
 """
 
 from __future__ import annotations
