@@ -514,8 +514,22 @@ MUTATIONS = [
              "    raise _failure(op, arrays, signature, attributes, backend_messages, None) from None", EAGER_FAILURES),
     Mutation("CK11", "Gemm's rule ignores transB", "eager/op_failures.py",
              "    b_axis = 1 if attributes.get(\"transB\", 0) else 0", "    b_axis = 0", EAGER_FAILURES),
+    Mutation("EA1", "eager: a result's static sizes not checked against the annotation", "eager/results.py",
+             "        elif not fits_declared(tensor.array.shape, tensor.elem_type, want):",
+             "        elif False:", SHAPES),
+    Mutation("EA2", "eager: a wrong result reported at the call, not the return", "eager/annotation_sites.py",
+             "    if len(returns) != 1:", "    if True:", SHAPES),
+    Mutation("EA3", "eager: a wrong argument reported at the call, not the argument", "eager/annotation_sites.py",
+             "    if argument is None or argument.end_col_offset is None:", "    if True:", SHAPES),
+    Mutation("EA4", "eager: a scripted call's argument checked as a model input", "eager/script_call.py",
+             "signature if nested else None)", "None)", SHAPES),
+    Mutation("EA5", "loop-carried values have no shape inside the body", "dsl/frontend/control_flow.py",
+             "            ctx.shapes.set(value, shape)\n", "            ctx.shapes.set(value, None)\n", SHAPES),
+    Mutation("EA6", "loop-carried shapes kept at their entry shape (no fixed point)", "dsl/frontend/control_flow.py",
+             "            if agreed == shapes:", "            if True:", SHAPES),
+    Mutation("EA7", "a loop's results lose the invariant shapes", "dsl/frontend/control_flow.py",
+             "            self.ctx.shapes.set(output, shape)  #", "            pass  #", SHAPES),
 ]
-
 
 def _copy_tree(destination: Path) -> Path:
     ignore = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".*_cache", ".hypothesis", "*.egg-info", "build")

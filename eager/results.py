@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
+from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, fits_declared, output_label
 from dsl.errors import DslTypeError
 from dsl.operators import literal_elem_type
 from eager import values
+from eager.annotation_sites import return_site
 from eager.call_site import caller_location
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.tensor import EagerTensor
@@ -55,16 +57,20 @@ def declared_results(python_function: Any) -> list[Any] | None:
 
 
 def typed_results(
-    function_name: str, result: Any, declared: list[Any] | None, attribute_values: tuple[Any, ...] = ()
+    function_name: str, result: Any, declared: list[Any] | None, attribute_values: tuple[Any, ...] = (),
+    python_function: Any = None,
 ) -> Any:
     """``result`` (one value or a tuple) with literals made tensors and declared types checked.
 
     Tensors come back as EagerTensors (sequences as EagerSequences); ``attribute_values``
-    are the attribute arguments of the call, which are cast rather than adopted.
+    are the attribute arguments of the call, which are cast rather than adopted.  A
+    tensor whose element type, rank or a static size disagrees with the annotation is
+    refused as the compiler refuses it, at the body's ``return`` (``python_function``'s).
     """
     if type(result) is EagerTensor and declared is not None and len(declared) == 1:
         want = declared[0]
-        if type(want) is ir.TensorType and result.elem_type == want.elem_type:
+        if type(want) is ir.TensorType and result.elem_type == want.elem_type and (
+                want.shape is None or fits_declared(result.array.shape, None, want)):
             return result  # the common case, kept short: eager calls are timed in microseconds
     many = isinstance(result, tuple)
     items = list(result) if many else [result]
@@ -79,7 +85,23 @@ def typed_results(
         want = declared[index] if declared is not None else None
         from_attribute = any(item is value for value in attribute_values)
         typed.append(_typed(function_name, index, item, want, from_attribute))
+    for index, tensor in enumerate(typed):
+        want = declared[index] if declared is not None else None
+        if not isinstance(tensor, EagerTensor) or not isinstance(want, ir.TensorType):
+            continue
+        if python_function is None:  # a @graph() body: element types only, as compiled
+            _check_elem(function_name, index, tensor.elem_type, want.elem_type)
+        elif not fits_declared(tensor.array.shape, tensor.elem_type, want):
+            _refuse_result(python_function, len(typed), index, tensor, want)
     return tuple(typed) if many else typed[0]
+
+
+def _refuse_result(python_function: Any, count: int, index: int, tensor: EagerTensor, want: Any) -> None:
+    """Raise the compiler's error for result ``index``, at the ``return`` that gave it."""
+    location, names = return_site(python_function, count)
+    check_output_elem(index, tensor.elem_type, want, location)
+    check_declared(output_label(index, names[index]), tensor.array.shape, tensor.elem_type, want, location,
+                   OUTPUT_HINT)
 
 
 def _typed(function_name: str, index: int, item: Any, want: Any, from_attribute: bool) -> Any:
@@ -108,8 +130,6 @@ def _typed(function_name: str, index: int, item: Any, want: Any, from_attribute:
             caller_location(),
             hint="return tensors (values computed by ops), numbers, or sequences made by op.SequenceConstruct",
         )
-    if elem is not None:
-        _check_elem(function_name, index, tensor.elem_type, elem)
     return tensor
 
 

@@ -4,12 +4,15 @@ The body is not compiled: ``script_function.python_function`` is called with the
 arguments wrapped in :class:`EagerTensor`, so ``if``/``for``/``while`` run natively, a
 breakpoint stops on real values, and a traceback points at the user's own line.  Ops
 and operators inside run one by one through :func:`eager.call_op`.  Parameters
-annotated with a tensor type are checked (element type, rank) before the body starts;
+annotated with a tensor type are checked (element type, rank) before the body starts
+(in a call from another eagerly running body: as the compiler checks a call of a
+scripted function, with its message at the argument; :mod:`dsl.annotation_checks`);
 Python numbers given for them become tensors of the annotated type, as a constant would
 in the exported model; ``Sequence[...]`` parameters take lists of tensors and
 ``Optional[...]`` ones None.  Attribute parameters are passed through unchanged.  The
 results are typed by the return annotation as the compiler types them
-(:mod:`eager.results`): ``return 0.0`` under ``-> DOUBLE`` is a float64 0.0.
+(:mod:`eager.results`): ``return 0.0`` under ``-> DOUBLE`` is a float64 0.0; and checked
+against it (element type, rank, static sizes), with the compiler's message at ``return``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
+from dsl.annotation_checks import argument_hint, check_declared, fits_declared
 from dsl.errors import DslTypeError
 from eager import values
+from eager.annotation_sites import argument_location
 from eager.call_site import caller_location
 from eager.results import declared_results, typed_results
 from eager.script_context import IN_EAGER_SCRIPT, OPERATOR_OPSET
@@ -94,7 +99,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     nested = IN_EAGER_SCRIPT.get()
     torch_in = False
     for name, value in bound.arguments.items():
-        wrapped, from_torch = _wrap(script_function.name, name, value, annotations.get(name), not nested)
+        wrapped, from_torch = _wrap(script_function.name, name, value, annotations.get(name),
+                                    signature if nested else None)
         bound.arguments[name] = wrapped
         torch_in = torch_in or from_torch
     in_script = IN_EAGER_SCRIPT.set(True)
@@ -103,7 +109,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     try:
         result = python_function(*bound.args, **bound.kwargs)
         attribute_values = tuple(bound.arguments.get(name, default) for name, default in attribute_parameters)
-        result = typed_results(script_function.name, result, declared_results(python_function), attribute_values)
+        result = typed_results(script_function.name, result, declared_results(python_function), attribute_values,
+                               python_function)
     finally:
         IN_EAGER_SCRIPT.reset(in_script)
         if opset_token is not None:
@@ -113,24 +120,28 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     return _unwrap(result, torch_in)
 
 
-def _wrap(function_name: str, name: str, value: Any, declared: Any, outermost: bool = True) -> tuple[Any, bool]:
-    # A call from another eagerly running body is a call of a model-local function,
-    # whose inputs ONNX does not check against shapes: only the outermost call checks them.
+def _wrap(function_name: str, name: str, value: Any, declared: Any,
+          called_from_script: inspect.Signature | None = None) -> tuple[Any, bool]:
+    """``value`` as the body sees it, checked against ``declared``.  The outermost call
+    checks its inputs' element types, ranks and static sizes (the model's inputs); a call
+    from another eagerly running body (``called_from_script`` is the callee's signature,
+    to find the argument's text) is checked as the compiler checks a call of a scripted
+    function, with the compiler's message."""
     if isinstance(declared, ir.OptionalType):
-        return (None, False) if value is None else _wrap(function_name, name, value, declared.elem, outermost)
+        return (None, False) if value is None else _wrap(function_name, name, value, declared.elem,
+                                                         called_from_script)
     if isinstance(declared, ir.SequenceType) and isinstance(value, (list, tuple)):
         return _wrap_sequence(function_name, name, value, declared)
-    checked = declared if outermost else _any_shape(declared)
     if isinstance(value, EagerTensor):
-        _check_declared(function_name, name, value.array, checked)
+        _check(function_name, name, value.array, declared, called_from_script)
         return value, value.from_torch
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
-        _check_declared(function_name, name, array, checked)
+        _check(function_name, name, array, declared, called_from_script)
         return EagerTensor(array), False
     if values.is_torch_tensor(value):
         array = values.torch_to_numpy(value)
-        _check_declared(function_name, name, array, checked)
+        _check(function_name, name, array, declared, called_from_script)
         return EagerTensor(array, True), True
     if isinstance(declared, ir.TensorType) and isinstance(value, (bool, int, float, list, tuple)):
         try:
@@ -140,13 +151,25 @@ def _wrap(function_name: str, name: str, value: Any, declared: Any, outermost: b
                 f"{function_name}: argument {name!r} is declared {declared!r}, got {value!r} ({err})",
                 caller_location(),
             ) from None
-        _check_declared(function_name, name, array, checked)
+        _check(function_name, name, array, declared, called_from_script)
         return EagerTensor(array), False
     return value, False
 
 
-def _any_shape(declared: Any) -> Any:
-    return ir.TensorType(declared.elem_type, None) if isinstance(declared, ir.TensorType) else declared
+def _check(function_name: str, name: str, array: np.ndarray, declared: Any,
+           called_from_script: inspect.Signature | None) -> None:
+    if called_from_script is None:
+        _check_declared(function_name, name, array, declared)
+        return
+    # A call of a model-local function: ONNX checks no ranks there (a scalar may stand for
+    # a one-element input), but the compiler refuses a static size or element type that
+    # disagrees, at the argument.
+    elem = values.elem_type_of_array(array)
+    if fits_declared(array.shape, elem, declared, check_rank=False):
+        return
+    check_declared(f"input {name!r} of {function_name}", array.shape, elem, declared,
+                   argument_location(called_from_script, name), argument_hint(function_name, name, declared),
+                   check_rank=False)
 
 
 def _wrap_sequence(

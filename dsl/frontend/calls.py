@@ -14,12 +14,13 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
+from dsl.annotation_checks import argument_hint, check_declared
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
 from dsl.frontend.python_values import holds_tensor
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
-from dsl.frontend.static_shapes import SourceNames, callee_output_shapes, check_declared
+from dsl.frontend.static_shapes import SourceNames, callee_output_shapes
 from dsl.frontend.weights import initializer_operand
 from dsl.opsets import Op, python_to_attr
 
@@ -190,8 +191,7 @@ class CallCompiler(_CompilerBase):
             value = self.as_value(operand, argument, elem=elem)
             check_declared(f"input {formal.name!r} of {target.name}", self.ctx.shapes.shape(value),
                            self.ctx.elem(value), formal.type, self.loc(argument),
-                           f"{target.name} declares {formal.name}: {formal.type!r}; pass a value of that shape "
-                           "or fix the annotation", check_rank=False)
+                           argument_hint(target.name, formal.name, formal.type), check_rank=False)
             inputs.append(value)
         attributes: dict[str, ir.Attr] = {}
         for name, param in params.items():

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from dsl import ir, types
+from dsl import ir
+from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, output_label
 from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import CompileContext, GraphBuilder
@@ -37,7 +38,6 @@ from dsl.frontend.signature import Parameter, read_signature
 from dsl.frontend.source import function_source
 from dsl.frontend.statements import StatementCompiler
 from dsl.frontend.static_python import StaticPythonCompiler
-from dsl.frontend.static_shapes import check_declared
 from dsl.frontend.subgraphs import SubgraphCompiler
 from dsl.frontend.tensor_properties import has_symbolic_size, lower_sizes
 from dsl.frontend.weights import Initializer, attach_input_default, initializer_operand
@@ -355,15 +355,9 @@ class FunctionCompiler(
         for index, (value, name) in enumerate(zip(outcome.values, outcome.names)):
             declared = output_types[index] if output_types is not None else None
             known = self.ctx.elem(value)
-            if isinstance(declared, ir.TensorType) and known is not None and known != declared.elem_type:
-                raise DslTypeError(
-                    f"output {index} is {types.element_type_name(known)} but the annotation says "
-                    f"{types.element_type_name(declared.elem_type)}",
-                    location,
-                    hint="cast the result with op.Cast(..., to=...) or fix the annotation",
-                )
-            check_declared(f"output {index}" + (f" ({name})" if name != "return_val" else ""), self.ctx.shapes.shape(value), known, declared, location,
-                           "fix the computation or the return annotation (a symbolic size may be any size)")
+            check_output_elem(index, known, declared, location)
+            check_declared(output_label(index, name), self.ctx.shapes.shape(value), known, declared, location,
+                           OUTPUT_HINT)
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
             if declared is not None:

@@ -30,6 +30,7 @@ from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
 from dsl.frontend.expressions import _same_constant
 from dsl.loop_forms import CONDITION_TYPE, ITERATION_TYPE, carried_type, empty_shape, known_scalar
+from dsl.shape_rules import Shape
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
     from dsl.frontend.surface import CompilerSurface as _CompilerBase
@@ -387,7 +388,7 @@ class ControlFlowCompiler(_CompilerBase):
             if binding is None or _not_a_value(binding):
                 continue
             carried.append((name, self.as_value(binding, node)))
-        loop_body, keep_going = self.loop_body(node, carried, body, loop_variable, while_test)
+        loop_body, keep_going, shapes = self.invariant_loop_body(node, carried, body, loop_variable, while_test)
         for name in assigned:
             if self.scope.lookup(name) is None:
                 self.scope.bind(name, Undefined(
@@ -408,16 +409,46 @@ class ControlFlowCompiler(_CompilerBase):
         else:
             condition_input = condition
         outputs = self.emit_loop(node, trip, condition_input, carried, loop_body)
+        for output, shape in zip(outputs, shapes):
+            self.ctx.shapes.set(output, shape)  # (the loop's results keep the invariant shapes)
         if isinstance(while_test, ast.Name) and isinstance(keep_going, PyValue) and len(carried) > 1:
             position = next((k for k, (name, _) in enumerate(carried) if name == while_test.id), None)
             if position is not None:
                 self.while_conditions.append(outputs[position])
 
-    def loop_body(
+    def invariant_loop_body(
         self, node: ast.stmt, carried: list[tuple[str, ir.Value]], body: list[ast.stmt],
         loop_variable: tuple[str, Any, Any] | None, while_test: ast.expr | None,
-    ) -> tuple[ir.Graph, Any]:
-        """The body graph of a Loop, and what the ``@continue`` flag holds at its end."""
+    ) -> tuple[ir.Graph, Any, list[Shape]]:
+        """The body of a Loop compiled with each carried value's invariant shape: its shape at
+        loop entry, keeping only the sizes the body gives back unchanged (a fixed point), so
+        a mistake on a carried value (``h = h @ w`` with the wrong ``w``) is refused at its line.
+
+        The first pass uses the entry shapes, which the first iteration really has, so what
+        it refuses is a mistake; a pass whose results disagree is compiled again with only
+        the agreeing sizes (at most ``_SHAPE_PASSES`` times, then with no shapes), its values
+        dropped so that names stay as one pass would give them.
+        """
+        ctx = self.ctx
+        shapes = [ctx.shapes.shape(initial) for _, initial in carried]
+        passes = 1
+        while True:
+            mark = len(ctx.values)
+            graph, keep_going, finals = self.loop_body(node, carried, body, loop_variable, while_test, shapes)
+            agreed = [_agreeing(entry, ctx.shapes.shape(final)) for entry, final in zip(shapes, finals)]
+            if agreed == shapes:
+                return graph, keep_going, shapes
+            del ctx.values[mark:]
+            shapes = agreed if passes < _SHAPE_PASSES else [None] * len(carried)  # (all None agree)
+            passes += 1
+
+    def loop_body(
+        self, node: ast.stmt, carried: list[tuple[str, ir.Value]], body: list[ast.stmt],
+        loop_variable: tuple[str, Any, Any] | None, while_test: ast.expr | None, shapes: list[Shape],
+    ) -> tuple[ir.Graph, Any, list[ir.Value]]:
+        """The body graph of a Loop, what the ``@continue`` flag holds at its end, and each
+        carried value's value at the end of the body; ``shapes`` are the carried values'
+        shapes at the start of the body."""
         ctx = self.ctx
         location = self.loc(node)
         variable_name = loop_variable[0] if loop_variable is not None else None
@@ -428,9 +459,10 @@ class ControlFlowCompiler(_CompilerBase):
                                   type=ITERATION_TYPE)
         condition_in = ctx.new_value("cond_in", location, type=CONDITION_TYPE)
         builder.graph.inputs.extend([iteration, condition_in])
-        for name, initial in carried:
+        for (name, initial), shape in zip(carried, shapes):
             elem = ctx.elem(initial)
             value = ctx.new_value(name, location, type=carried_type(elem))
+            ctx.shapes.set(value, shape)
             builder.graph.inputs.append(value)
             scope.bind(name, value)
         saved = self.enter(builder, scope)
@@ -447,14 +479,16 @@ class ControlFlowCompiler(_CompilerBase):
             condition_out = self.loop_condition(keep_going, while_test, condition_in, node)
             taken: set[ir.Value] = {condition_out}
             finals = []
+            outputs = []
             for (name, initial), formal in zip(carried, builder.graph.inputs[2:]):
                 final = self.as_value(scope.names.get(name, formal), node, elem=ctx.elem(initial))
-                finals.append(self.output_value(final, taken, location))
-            builder.graph.outputs = [condition_out, *finals]
+                finals.append(final)
+                outputs.append(self.output_value(final, taken, location))
+            builder.graph.outputs = [condition_out, *outputs]
         finally:
             self.loop_depth -= 1
             self.leave(saved)
-        return builder.graph, keep_going
+        return builder.graph, keep_going, finals
 
     def emit_loop(
         self, node: ast.stmt, trip: Any, condition_input: ir.Value | None, carried: list[tuple[str, ir.Value]],
@@ -494,6 +528,16 @@ class ControlFlowCompiler(_CompilerBase):
         if value not in self.builder.produced:
             value = self.builder.operator("Identity", [value], location)
         return value
+
+
+_SHAPE_PASSES = 3  # passes that may narrow the carried shapes before the body is compiled without them
+
+
+def _agreeing(entry: Shape, final: Shape) -> Shape:
+    """The sizes two shapes of one value share, by axis (None where the ranks differ)."""
+    if entry is None or final is None or len(entry) != len(final):
+        return None
+    return tuple(a if a == b else None for a, b in zip(entry, final))
 
 
 def _not_a_value(operand: Any) -> bool:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from dsl import ir, shape_rules, types
-from dsl.errors import DslTypeError
+from dsl import ir, shape_rules
+from dsl.annotation_checks import check_declared
 from dsl.frontend.onnx_inference import infer_with_onnx
-from dsl.shape_rules import Shape, shape_text
+from dsl.shape_rules import Shape
 
 __all__ = ["ShapeTable", "SourceNames", "callee_output_shapes", "check_declared"]
 
@@ -153,52 +153,6 @@ def _all_known(shapes: Sequence[Shape], elems: Sequence[int | None], inputs: Seq
         return False
     return all(v is None or (shapes[i] is not None and elems[i] is not None) for i, v in enumerate(inputs))
 _NO_CONSTANTS: list[np.ndarray | None] = []
-
-
-def check_declared(
-    what: str, shape: Shape, elem: int | None, declared: Any, location: Any, hint: str, check_rank: bool = True
-) -> None:
-    """A ``DslTypeError`` at ``location`` when an annotation (``declared``) disagrees with the
-    inferred element type ``elem`` or ``shape``: a rank (unless not ``check_rank``: a called
-    function, like onnxscript's, takes a scalar for a one-element input), or a static size
-    against another.
-
-    >>> check_declared("output 0", (3, 2), 1, ir.TensorType(1, (2, 3)), None, "fix it")
-    Traceback (most recent call last):
-    ...
-    dsl.errors.DslTypeError: error: output 0 is FLOAT[3, 2] but the annotation says FLOAT[2, 3]: axis 0 is 3, not 2
-    ...
-    """
-    if not isinstance(declared, ir.TensorType):
-        return
-    if elem is not None and elem != declared.elem_type:
-        raise DslTypeError(
-            f"{what} is {types.element_type_name(elem)} but the annotation says "
-            f"{types.element_type_name(declared.elem_type)}", location,
-            hint="cast the value with op.Cast(..., to=...) or fix the annotation")
-    if shape is None or declared.shape is None:
-        return
-    if len(shape) == len(declared.shape) and not any(
-        isinstance(have, int) and isinstance(want, int) and have != want for have, want in zip(shape, declared.shape)
-    ):
-        return  # (the usual case: no message to write)
-    written = _type_text(elem if elem is not None else declared.elem_type, shape)
-    wanted = _type_text(declared.elem_type, declared.shape)
-    if len(shape) != len(declared.shape):
-        if not check_rank:
-            return
-        raise DslTypeError(
-            f"{what} is {written} but the annotation says {wanted}: rank {len(shape)}, not "
-            f"{len(declared.shape)}", location, hint=hint)
-    for axis, (have, want) in enumerate(zip(shape, declared.shape)):
-        if isinstance(have, int) and isinstance(want, int) and have != want:
-            raise DslTypeError(
-                f"{what} is {written} but the annotation says {wanted}: axis {axis} is {have}, not {want}",
-                location, hint=hint)
-
-
-def _type_text(elem: int, shape: Sequence[Any]) -> str:
-    return f"{types.element_type_name(elem)}{shape_text(shape)}" if shape else types.element_type_name(elem)
 
 
 def callee_output_shapes(formal_types: Sequence[Any], actual_shapes: Sequence[Shape],
