@@ -1,0 +1,84 @@
+"""Constructs that onnxscript's torch_lib functions use, written here in our own words.
+
+``bench/torch_lib_sample.py`` measures how much of torch_lib compiles; each construct it
+found failing is reproduced here, run eagerly and exported (onnxruntime, full checker)
+against numpy, or refused with a located DslError both ways.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dsl import FLOAT, OpAttributeError, script
+from dsl import opset18 as op
+from tests.helpers import check_script
+
+RNG = np.random.default_rng(26)
+X = RNG.integers(0, 4, size=(3, 4)).astype(np.float32)
+
+
+# ------------------------------------------------ an attribute given None is left out
+
+def unique_values(x, axis=None):  # a helper: axis=None means "not given", as eagerly
+    values, _, _, _ = op.Unique(x, axis=axis, sorted=1)
+    return values
+
+
+@script()
+def unique_flat(x: FLOAT[3, 4]) -> FLOAT["K"]:
+    return unique_values(x)
+
+
+@script()
+def unique_rows(x: FLOAT[3, 4]) -> FLOAT["K", 4]:
+    return unique_values(x, 0)
+
+
+def test_attribute_none_is_left_out_eager_and_exported():
+    check_script(unique_flat, [X], np.unique(X))
+    check_script(unique_rows, [X], np.unique(X, axis=0))
+    node = unique_flat.to_model_proto().graph.node[0]
+    assert node.op_type == "Unique" and [a.name for a in node.attribute] == ["sorted"]
+
+
+def test_attribute_none_directly_in_the_op_call():
+    assert np.array_equal(unique_values(X), np.unique(X))  # eager, the helper called on numpy
+
+    @script()
+    def softmax_default(x: FLOAT[3, 4]) -> FLOAT[3, 4]:
+        return op.Softmax(x, axis=None)
+
+    expected = np.exp(X) / np.exp(X).sum(axis=-1, keepdims=True)
+    check_script(softmax_default, [X], expected)
+
+
+def test_required_attribute_given_none_is_refused_both_ways():
+    @script()
+    def cast_to_none(x: FLOAT[3, 4]) -> FLOAT[3, 4]:
+        flat = op.Flatten(x, axis=None)  # optional: left out, axis 1
+        return op.Cast(flat, to=None)
+
+    with pytest.raises(OpAttributeError, match="Cast requires attribute to") as compiled:
+        cast_to_none.to_model_proto()
+    assert compiled.value.location is not None and "to=None" in compiled.value.location.source_line
+    with pytest.raises(OpAttributeError, match="Cast requires attribute to"):
+        op.Cast(X, to=None)
+
+
+# ------------------------------------------------ a parameter named self, by keyword
+
+@script()
+def twice(self: FLOAT[...]) -> FLOAT[...]:
+    return self * 2.0
+
+
+@script()
+def calls_twice_by_keyword(x: FLOAT[3, 4]) -> FLOAT[3, 4]:
+    return twice(self=x) + 1.0
+
+
+def test_parameter_named_self_by_keyword():
+    assert np.array_equal(twice(self=X), X * 2.0)
+    check_script(calls_twice_by_keyword, [X], X * 2.0 + 1.0)
+
