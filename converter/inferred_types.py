@@ -50,6 +50,7 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
                     value.location or graph.location,
                     hint="annotate the return type (-> FLOAT[...]) or pass io_types",
                 )
+            _require_rank(output, graph.outputs[index], graph)
             continue
         declared = output.type
         merged = onnx.TypeProto()
@@ -61,6 +62,20 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
             if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
                 merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
         output.type.CopyFrom(merged)
+        _require_rank(output, graph.outputs[index], graph)
+
+
+def _require_rank(output: onnx.ValueInfoProto, value: ir.Value, graph: ir.Graph) -> None:
+    """A model's tensor output needs a rank (the checker wants its shape field): where
+    neither the function nor inference says it (an If whose branches give different
+    ranks, a reduction over axes that are an input), only the user can."""
+    if output.type.HasField("tensor_type") and not output.type.tensor_type.HasField("shape"):
+        raise ConversionError(
+            f"the rank of output {output.name!r} is unknown: the function does not say it and ONNX shape "
+            "inference cannot tell it, and a model's outputs need one",
+            value.location or graph.location,
+            hint="annotate the return type with its dimensions (-> FLOAT['N', 'M']) or pass io_types",
+        )
 
 
 def _inferred_types(

@@ -8,9 +8,10 @@ against numpy, or refused with a located DslError both ways.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
-from dsl import FLOAT, OpAttributeError, script
+from dsl import FLOAT, INT64, ConversionError, OpAttributeError, script
 from dsl import opset18 as op
 from tests.helpers import check_script
 
@@ -82,3 +83,24 @@ def test_parameter_named_self_by_keyword():
     assert np.array_equal(twice(self=X), X * 2.0)
     check_script(calls_twice_by_keyword, [X], X * 2.0 + 1.0)
 
+
+# ------------------------------------------------ an output whose rank nobody can tell
+
+@script()
+def sum_over(x: FLOAT[3, 4], axes: INT64[1]):
+    return op.ReduceSum(x, axes, keepdims=0)
+
+
+@script()
+def sum_over_annotated(x: FLOAT[3, 4], axes: INT64[1]) -> FLOAT["K"]:
+    return op.ReduceSum(x, axes, keepdims=0)
+
+
+def test_output_of_unknown_rank_is_a_located_error_not_an_invalid_model():
+    axes = np.array([1], dtype=np.int64)
+    assert np.allclose(sum_over(X, axes), X.sum(axis=1))  # eagerly the rank is the data's
+    with pytest.raises(ConversionError, match=r"rank of output .* is unknown") as error:
+        sum_over.to_model_proto()
+    assert error.value.location is not None and "ReduceSum" in error.value.location.source_line
+    check_script(sum_over_annotated, [X, axes], X.sum(axis=1))
+    onnx.checker.check_model(sum_over_annotated.to_model_proto(), full_check=True)
