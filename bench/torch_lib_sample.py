@@ -33,6 +33,7 @@ import sys
 import types
 import typing
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,35 +199,38 @@ def torch_lib_functions() -> list[tuple[str, str, Any]]:
 _INT_TYPES = ("INT64", "TInt", "IntType", "INT32", "INT8", "INT16", "UINT8")
 
 
-def example_argument(name: str, annotation: str) -> Any:
-    """A small value for a required parameter, from its annotation and name."""
+def example_argument(name: str, annotation: str, shape: tuple[int, ...] = (3, 3)) -> Any:
+    """A small value for a required parameter, from its annotation and name: tensors are
+    ``shape`` (square, so products and transposes fit), positive where they are floats."""
     text = annotation.replace(" ", "")
-    rng = np.random.default_rng(abs(hash(name)) % 1000)
-    if text.startswith("Sequence[") or text.startswith("List[") or text.startswith("list["):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    if text.startswith(("Sequence[", "List[", "list[")):
         inner = text[text.index("[") + 1:-1]
         if inner in ("int", "INT64") or name in ("size", "shape", "stride", "dims", "dim", "sizes"):
-            return [2, 3] if name in ("size", "shape", "sizes") else [1]
+            return list(shape) if name in ("size", "shape", "sizes") else [1]
         if inner in ("float",):
             return [1.0]
-        return [example_argument(name + "_0", inner), example_argument(name + "_1", inner)]
+        return [example_argument(name + "_0", inner, shape), example_argument(name + "_1", inner, shape)]
     if text.startswith("Optional["):
         return None
-    if text in ("int",):
-        return 1
-    if text in ("float",):
-        return 0.5
-    if text in ("bool",):
-        return False
-    if text in ("str",):
-        return "none"
+    scalars = {"int": 1, "float": 0.5, "bool": False, "str": "none"}
+    if text in scalars:
+        return scalars[text]
+    if name in ("dim", "dims", "axis"):
+        return np.array([1], dtype=np.int64)
+    if name == "vec":
+        shape = shape[-1:]
     if text == "BOOL":
-        return rng.random((2, 3)) > 0.5
+        return rng.random(shape) > 0.5
     if text in _INT_TYPES or name in ("index", "indices"):
-        return rng.integers(0, 2, size=(2, 3)).astype(np.int64)
-    return (rng.random((2, 3)) + 0.1).astype(np.float32)
+        return rng.integers(0, 2, size=shape).astype(np.int64)
+    return (rng.random(shape) + 0.1).astype(np.float32)
 
 
 def examples_for(python_function: Any) -> list[tuple[str, Any]] | None:
+    """Example arguments for the required parameters (None for ``*args``); a ``_complex``
+    function's tensors end in a dimension of 2 (real, imaginary), as torch_lib's do."""
+    shape = (3, 3, 2) if python_function.__name__.endswith("_complex") else (3, 3)
     signature = inspect.signature(python_function)
     chosen: list[tuple[str, Any]] = []
     for parameter in signature.parameters.values():
@@ -235,7 +239,7 @@ def examples_for(python_function: Any) -> list[tuple[str, Any]] | None:
         if parameter.default is not inspect.Parameter.empty:
             continue
         annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
-        chosen.append((parameter.name, example_argument(parameter.name, annotation)))
+        chosen.append((parameter.name, example_argument(parameter.name, annotation, shape)))
     return chosen
 
 
