@@ -303,13 +303,23 @@ def _as_list(result: Any) -> list[Any]:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
+_BOTH_REFUSE = "both refuse the example at run time"
+
+
 def compare(entry: Any, inputs: list[Any], model: Any) -> str:
     """'' when our eager outputs equal onnxruntime's on the compiled model, else why not."""
     import onnxruntime
 
-    eager = [np.asarray(item) for item in _as_list(entry(*inputs))]
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {graph_input.name: array for graph_input, array in zip(session.get_inputs(), inputs, strict=True)}
+    try:
+        eager = [np.asarray(item) for item in _as_list(entry(*inputs))]
+    except Exception as eager_error:  # (agreement when the model refuses the data too)
+        try:
+            session.run(None, feeds)
+        except Exception:  # (onnxruntime refuses it as well)
+            return _BOTH_REFUSE
+        return f"eager refuses what the model runs: {_short(eager_error)}"
     compiled = session.run(None, feeds)
     if len(eager) != len(compiled):
         return f"{len(eager)} eager outputs, {len(compiled)} compiled"
@@ -373,7 +383,7 @@ def measure(translator: Translator, module_name: str, name: str, value: Any) -> 
         return outcome
     try:
         reason = compare(entry, inputs, model)
-        outcome.agrees = reason == ""
+        outcome.agrees = reason in ("", _BOTH_REFUSE)
         outcome.agree_error = reason
     except Exception as error:
         outcome.agrees = False
@@ -425,13 +435,17 @@ def _report(version: str, options: Any, outcomes: list[Outcome]) -> None:
     compared = sum(o.agrees is not None for o in outcomes)
     print(f"  eager == onnxruntime on compiled model:   {sum(bool(o.agrees) for o in outcomes)} of {compared} compared "
           f"({sum(o.compiles for o in outcomes) - compared} random, not compared)")
-    grouped: dict[str, list[str]] = collections.defaultdict(list)
-    for o in outcomes:
-        if not o.compiles and o.onnxscript_ok:
-            grouped[o.compile_error].append(o.name)
-    print("\nonnxquill compile failures where onnxscript runs, by message:")
-    for message, names in sorted(grouped.items(), key=lambda item: -len(item[1])):
-        print(f"  {len(names):3d}  {message}\n       {', '.join(names)}")
+    for title, onnxscript_ran in (("where onnxscript runs", True), ("where onnxscript fails too", False)):
+        grouped: dict[str, list[str]] = collections.defaultdict(list)
+        for o in outcomes:
+            if not o.compiles and o.onnxscript_ok == onnxscript_ran:
+                grouped[o.compile_error].append(o.name)
+        print(f"\nonnxquill compile failures {title}, by message:")
+        for message, names in sorted(grouped.items(), key=lambda item: -len(item[1])):
+            print(f"  {len(names):3d}  {message}\n       {', '.join(names)}")
+    refused = [o.name for o in outcomes if o.agree_error == _BOTH_REFUSE]
+    if refused:
+        print(f"\neager and the compiled model both refuse the example data (counted as agreeing): {', '.join(refused)}")
     disagreements = [o for o in outcomes if o.agrees is False]
     if disagreements:
         print("\ncompiled but eager and onnxruntime disagree:")
