@@ -52,6 +52,7 @@ PROGRESS = ("tests/test_progress.py",)
 SHAPES = ("tests/test_shape_rules.py", "tests/test_frontend_tensor_properties.py")
 CP_STATIC = ("tests/test_frontend_static_python.py", "tests/test_static_python_contract.py")
 CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
+TL = ("tests/test_torch_lib_constructs.py",)
 
 
 @dataclass(frozen=True)
@@ -436,6 +437,19 @@ MUTATIONS = [
     Mutation("CP13", "a failed static assert passes", "dsl/frontend/static_python.py",
              "        if self.truth(test, node.test):\n            return None",
              "        if True:\n            return None", CP_STATIC),
+    Mutation("TL1", "an attribute given None is kept in the compiled node", "dsl/frontend/calls.py",
+             "        if isinstance(operand, PyValue) and operand.value is None:\n            return None",
+             "        if False:\n            return None", TL),
+    Mutation("TL2", "an attribute given None is kept eagerly", "eager/op_call.py",
+             "        if None in kwargs.values():", "        if False:", TL),
+    Mutation("TL3", "a required attribute given None is dropped unchecked", "dsl/frontend/calls.py",
+             "        if len(attributes) < len(keywords):", "        if False:", TL),
+    Mutation("TL4", "an output of unknown rank is written without its shape", "converter/inferred_types.py",
+             "    if output.type.HasField(\"tensor_type\") and not output.type.tensor_type.HasField(\"shape\"):",
+             "    if False:", TL),
+    Mutation("TL5", "a scripted function's own self swallows a keyword self", "dsl/script_function.py",
+             "    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager",
+             "    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager", TL),
 ]
 
 
