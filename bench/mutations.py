@@ -441,7 +441,7 @@ MUTATIONS = [
              "        if isinstance(operand, PyValue) and operand.value is None:\n            return None",
              "        if False:\n            return None", TL),
     Mutation("TL2", "an attribute given None is kept eagerly", "eager/op_call.py",
-             "        if None in kwargs.values():", "        if False:", TL),
+             "        if any(value is None for value in kwargs.values()):", "        if False:", TL),
     Mutation("TL3", "a required attribute given None is dropped unchecked", "dsl/frontend/calls.py",
              "        if len(attributes) < len(keywords):", "        if False:", TL),
     Mutation("TL4", "an output of unknown rank is written without its shape", "converter/inferred_types.py",
@@ -450,6 +450,8 @@ MUTATIONS = [
     Mutation("TL5", "a scripted function's own self swallows a keyword self", "dsl/script_function.py",
              "    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager",
              "    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager", TL),
+    Mutation("TL6", "an __array__ object is not a tensor attribute", "dsl/attribute_values.py",
+             "    return hasattr(value, \"__array__\") and not isinstance(value, type)", "    return False", TL),
 ]
 
 

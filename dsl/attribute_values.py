@@ -151,6 +151,8 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
     if kind == K.TENSOR:
         if _proto_attr_kind(value) == K.TENSOR:
             return tensor_from_proto(value)
+        if not _tensor_like(value) and _array_protocol(value):  # a torch / onnx_ir tensor, ...
+            value = np.asarray(value)
         return to_tensor(value) if _tensor_like(value) else _MISMATCH
     if kind == K.GRAPH:
         return value if isinstance(value, ir.Graph) else _MISMATCH
@@ -200,6 +202,12 @@ def tensor_from_proto(proto: Any) -> ir.Tensor:
             hint="its data does not match its dims and data_type; build it with onnx.helper.make_tensor",
         ) from None
     return ir.Tensor(array, int(proto.data_type), proto.name)
+
+
+def _array_protocol(value: Any) -> bool:
+    """Whether a value offers numpy's ``__array__`` (torch and onnx_ir tensors do): its
+    array is the tensor, as ``np.asarray`` gives it eagerly.  A class is not one."""
+    return hasattr(value, "__array__") and not isinstance(value, type)
 
 
 def _tensor_like(value: Any) -> bool:

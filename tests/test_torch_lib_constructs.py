@@ -104,3 +104,30 @@ def test_output_of_unknown_rank_is_a_located_error_not_an_invalid_model():
     assert error.value.location is not None and "ReduceSum" in error.value.location.source_line
     check_script(sum_over_annotated, [X, axes], X.sum(axis=1))
     onnx.checker.check_model(sum_over_annotated.to_model_proto(), full_check=True)
+
+
+# ------------------------------------------------ a tensor attribute from an array-like object
+
+class ArrayBox:
+    """Any tensor type of another library that offers numpy's ``__array__``."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array if dtype is None else self.array.astype(dtype)
+
+
+OFFSET = ArrayBox(np.array([[1.0, -2.0, 3.0, -4.0]], dtype=np.float32))
+
+
+@script()
+def add_boxed_constant(x: FLOAT[3, 4]) -> FLOAT[3, 4]:
+    return x + op.Constant(value=OFFSET)
+
+
+def test_array_protocol_object_as_tensor_attribute():
+    check_script(add_boxed_constant, [X], X + OFFSET.array)
+    assert np.array_equal(op.Constant(value=OFFSET), OFFSET.array)
+    with pytest.raises(OpAttributeError, match="must be a tensor"):
+        op.Constant(value=ArrayBox)  # the class itself is not an array
