@@ -452,6 +452,8 @@ MUTATIONS = [
              "    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager", TL),
     Mutation("TL6", "an __array__ object is not a tensor attribute", "dsl/attribute_values.py",
              "    return hasattr(value, \"__array__\") and not isinstance(value, type)", "    return False", TL),
+    Mutation("TL7", "an onnx_ir attribute object is not unwrapped", "dsl/attribute_values.py",
+             "        return value.value\n    return value", "        return value\n    return value", TL),
 ]
 
 

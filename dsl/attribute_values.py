@@ -128,6 +128,7 @@ def _is_number(value: Any) -> bool:
 
 def _convert(kind: ir.AttrKind, value: Any) -> Any:
     K = ir.AttrKind
+    value = _foreign_attribute_value(value)
     if kind == K.INT:
         if isinstance(value, types.ElementType):
             return value.enum
@@ -172,6 +173,17 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
         items = [_convert(_LIST_KIND[kind], v) for v in value]
         return _MISMATCH if any(i is _MISMATCH for i in items) else items
     return _MISMATCH
+
+
+def _foreign_attribute_value(value: Any) -> Any:
+    """The value an ``onnx_ir`` attribute object holds (onnxscript's torch_lib writes
+    ``op.Constant(value_ints=ir.AttrInt64s("value_ints", [-1]))``), else ``value``.  Like
+    onnx above, onnx_ir is only looked up: such an object exists only once it is imported."""
+    onnx_ir = sys.modules.get("onnx_ir")
+    attribute_class = getattr(onnx_ir, "Attr", None) if onnx_ir is not None else None
+    if attribute_class is not None and isinstance(value, attribute_class):
+        return value.value
+    return value
 
 
 def _proto_attr_kind(value: Any) -> ir.AttrKind | None:

@@ -131,3 +131,19 @@ def test_array_protocol_object_as_tensor_attribute():
     assert np.array_equal(op.Constant(value=OFFSET), OFFSET.array)
     with pytest.raises(OpAttributeError, match="must be a tensor"):
         op.Constant(value=ArrayBox)  # the class itself is not an array
+
+
+# ------------------------------------------------ an onnx_ir attribute object as the value
+
+def test_onnx_ir_attribute_object_gives_its_value():
+    onnx_ir = pytest.importorskip("onnx_ir", reason="onnx_ir (onnxscript's IR) is not installed")
+    minus_one = onnx_ir.AttrInt64s("value_ints", [-1])
+
+    @script()
+    def flatten_with_ir_attr(x: FLOAT[3, 4]) -> FLOAT[12]:
+        return op.Reshape(x, op.Constant(value_ints=minus_one))
+
+    check_script(flatten_with_ir_attr, [X], X.reshape(-1))
+    assert np.array_equal(op.Constant(value_ints=minus_one), np.array([-1]))
+    with pytest.raises(OpAttributeError, match="must be a list of ints"):
+        op.Constant(value_ints=onnx_ir.AttrFloat32s("value_ints", [0.5]))
