@@ -48,6 +48,7 @@ class Outcome:
     kind: str
     onnxscript_ok: bool = False
     onnxscript_error: str = ""
+    onnxscript_eager_ok: bool = False
     compiles: bool = False
     compile_error: str = ""
     agrees: bool | None = None
@@ -218,6 +219,8 @@ def example_argument(name: str, annotation: str, shape: tuple[int, ...] = (3, 3)
         return scalars[text]
     if name in ("dim", "dims", "axis"):
         return np.array([1], dtype=np.int64)
+    if name in ("size", "shape", "sizes", "output_size"):  # a shape as a 1-D INT64 tensor
+        return np.array(shape[-2:] if name == "output_size" else shape, dtype=np.int64)
     if name == "vec":
         shape = shape[-1:]
     if text == "BOOL":
@@ -250,12 +253,32 @@ def _is_tensor(value: Any) -> bool:
 # ---------------------------------------------------------------- the three checks
 
 def run_onnxscript(value: Any, arguments: list[tuple[str, Any]]) -> None:
+    """onnxscript's own path: ``to_function_proto()`` of a scripted function; a trace_only
+    one called on symbolic tensors of the examples' shapes and dtypes under the tracing
+    evaluator torch.onnx's exporter uses (its ``OpRecorder``), as the exporter does."""
     from onnxscript import values as os_values
 
     if isinstance(value, os_values.OnnxFunction):
         value.to_function_proto()
-    else:
-        value(*(argument for _, argument in arguments))
+        return
+    import onnx_ir
+    import onnxscript
+    from torch.onnx._internal.exporter import _building, _tensors
+
+    def symbolic(array: Any, name: str) -> Any:
+        return _tensors.SymbolicTensor(onnxscript.opset18, name=name, shape=onnx_ir.Shape(array.shape),
+                                       type=onnx_ir.TensorType(onnx_ir.DataType.from_numpy(array.dtype)))
+
+    traced = [[symbolic(item, f"{name}_{i}") for i, item in enumerate(argument)] if _is_tensor(argument)
+              and isinstance(argument, list) else symbolic(argument, name) if isinstance(argument, np.ndarray)
+              else argument for name, argument in arguments]
+    with onnxscript.evaluator.default_as(_building.OpRecorder(onnxscript.opset18, {})):
+        value(*traced)
+
+
+def run_onnxscript_eager(value: Any, arguments: list[tuple[str, Any]]) -> None:
+    """onnxscript's eager evaluator on the example arrays (a second, stricter measure)."""
+    value(*(argument for _, argument in arguments))
 
 
 _ENTRY_COUNT = 0
@@ -367,6 +390,11 @@ def measure(translator: Translator, module_name: str, name: str, value: Any) -> 
     except Exception as error:
         outcome.onnxscript_error = _short(error)
     try:
+        run_onnxscript_eager(value, arguments)
+        outcome.onnxscript_eager_ok = True
+    except Exception:  # (only counted)
+        outcome.onnxscript_eager_ok = False
+    try:
         target = translator.function(module_name, name)
         entry, inputs = entry_function(target, arguments)
         model = entry.to_model_proto()
@@ -429,7 +457,10 @@ def _report(version: str, options: Any, outcomes: list[Outcome]) -> None:
     print(f"\ntorch_lib sample: {total} functions (onnxscript {version}, seed {options.seed})")
     print(f"  scripted / trace_only:                    {sum(o.kind == 'scripted' for o in outcomes)} / "
           f"{sum(o.kind == 'trace_only' for o in outcomes)}")
-    print(f"  onnxscript ok:                            {sum(o.onnxscript_ok for o in outcomes)}")
+    print(f"  onnxscript ok (function proto / tracing): {sum(o.onnxscript_ok for o in outcomes)}")
+    eager_ok = [o for o in outcomes if o.onnxscript_eager_ok]
+    print(f"  onnxscript's eager evaluator runs it:     {len(eager_ok)} "
+          f"(onnxquill compiles {sum(o.compiles for o in eager_ok)} of them)")
     print(f"  onnxquill compiles (checker full_check):  {sum(o.compiles for o in outcomes)}")
     print(f"  onnxquill compiles where onnxscript runs: {len(both)} of {sum(o.onnxscript_ok for o in outcomes)}")
     compared = sum(o.agrees is not None for o in outcomes)
