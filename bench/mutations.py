@@ -54,6 +54,7 @@ CP_STATIC = ("tests/test_frontend_static_python.py", "tests/test_static_python_c
 CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
 CHECKED_EXPORTS = ("tests/test_checked_exports.py", "tests/test_frontend_python.py")
 EAGER_FAILURES = ("tests/test_eager_op_failures.py",)
+TL = ("tests/test_torch_lib_constructs.py",)
 
 
 @dataclass(frozen=True)
@@ -529,6 +530,23 @@ MUTATIONS = [
              "            if agreed == shapes:", "            if True:", SHAPES),
     Mutation("EA7", "a loop's results lose the invariant shapes", "dsl/frontend/control_flow.py",
              "            self.ctx.shapes.set(output, shape)  #", "            pass  #", SHAPES),
+    Mutation("TL1", "an attribute given None is kept in the compiled node", "dsl/frontend/calls.py",
+             "        if isinstance(operand, PyValue) and operand.value is None:\n            return None",
+             "        if False:\n            return None", TL),
+    Mutation("TL2", "an attribute given None is kept eagerly", "eager/op_call.py",
+             "        if any(value is None for value in kwargs.values()):", "        if False:", TL),
+    Mutation("TL3", "a required attribute given None is dropped unchecked", "dsl/frontend/calls.py",
+             "        if len(attributes) < len(keywords):", "        if False:", TL),
+    Mutation("TL4", "an output of unknown rank is written without its shape", "converter/inferred_types.py",
+             "    if all(item.type.tensor_type.HasField(\"shape\") for item in model.graph.input",
+             "    if False and all(item.type.tensor_type.HasField(\"shape\") for item in model.graph.input", TL),
+    Mutation("TL5", "a scripted function's own self swallows a keyword self", "dsl/script_function.py",
+             "    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager",
+             "    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:\n        from eager", TL),
+    Mutation("TL6", "an __array__ object is not a tensor attribute", "dsl/attribute_values.py",
+             "    return hasattr(value, \"__array__\") and not isinstance(value, type)", "    return False", TL),
+    Mutation("TL7", "an onnx_ir attribute object is not unwrapped", "dsl/attribute_values.py",
+             "        return value.value\n    return value", "        return value\n    return value", TL),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -50,6 +50,7 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
                     value.location or graph.location,
                     hint="annotate the return type (-> FLOAT[...]) or pass io_types",
                 )
+            _require_rank(model, output, graph.outputs[index], graph)
             continue
         declared = output.type
         merged = onnx.TypeProto()
@@ -61,6 +62,24 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
             if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
                 merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
         output.type.CopyFrom(merged)
+        _require_rank(model, output, graph.outputs[index], graph)
+
+
+def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir.Value, graph: ir.Graph) -> None:
+    """A model's tensor output needs a rank (the checker wants its shape field): where
+    every input has one and neither the function nor inference says the output's (an If
+    whose branches give different ranks, a reduction over axes that are an input), only
+    the user can.  Where an input is rank-less (``FLOAT[...]`` without ``io_types``) the
+    output's rank follows from it: that input is what the user leaves open."""
+    if not output.type.HasField("tensor_type") or output.type.tensor_type.HasField("shape"):
+        return
+    if all(item.type.tensor_type.HasField("shape") for item in model.graph.input if item.type.HasField("tensor_type")):
+        raise ConversionError(
+            f"the rank of output {output.name!r} is unknown: the function does not say it and ONNX shape "
+            "inference cannot tell it, and a model's outputs need one",
+            value.location or graph.location,
+            hint="annotate the return type with its dimensions (-> FLOAT['N', 'M']) or pass io_types",
+        )
 
 
 def _inferred_types(

@@ -128,6 +128,7 @@ def _is_number(value: Any) -> bool:
 
 def _convert(kind: ir.AttrKind, value: Any) -> Any:
     K = ir.AttrKind
+    value = _foreign_attribute_value(value)
     if kind == K.INT:
         if isinstance(value, types.ElementType):
             return value.enum
@@ -151,6 +152,8 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
     if kind == K.TENSOR:
         if _proto_attr_kind(value) == K.TENSOR:
             return tensor_from_proto(value)
+        if not _tensor_like(value) and _array_protocol(value):  # a torch / onnx_ir tensor, ...
+            value = np.asarray(value)
         return to_tensor(value) if _tensor_like(value) else _MISMATCH
     if kind == K.GRAPH:
         return value if isinstance(value, ir.Graph) else _MISMATCH
@@ -170,6 +173,17 @@ def _convert(kind: ir.AttrKind, value: Any) -> Any:
         items = [_convert(_LIST_KIND[kind], v) for v in value]
         return _MISMATCH if any(i is _MISMATCH for i in items) else items
     return _MISMATCH
+
+
+def _foreign_attribute_value(value: Any) -> Any:
+    """The value an ``onnx_ir`` attribute object holds (onnxscript's torch_lib writes
+    ``op.Constant(value_ints=ir.AttrInt64s("value_ints", [-1]))``), else ``value``.  Like
+    onnx above, onnx_ir is only looked up: such an object exists only once it is imported."""
+    onnx_ir = sys.modules.get("onnx_ir")
+    attribute_class = getattr(onnx_ir, "Attr", None) if onnx_ir is not None else None
+    if attribute_class is not None and isinstance(value, attribute_class):
+        return value.value
+    return value
 
 
 def _proto_attr_kind(value: Any) -> ir.AttrKind | None:
@@ -200,6 +214,12 @@ def tensor_from_proto(proto: Any) -> ir.Tensor:
             hint="its data does not match its dims and data_type; build it with onnx.helper.make_tensor",
         ) from None
     return ir.Tensor(array, int(proto.data_type), proto.name)
+
+
+def _array_protocol(value: Any) -> bool:
+    """Whether a value offers numpy's ``__array__`` (torch and onnx_ir tensors do): its
+    array is the tensor, as ``np.asarray`` gives it eagerly.  A class is not one."""
+    return hasattr(value, "__array__") and not isinstance(value, type)
 
 
 def _tensor_like(value: Any) -> bool:

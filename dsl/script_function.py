@@ -127,7 +127,7 @@ class ScriptFunction(Scripted, Generic[P, R]):
         with working(f"compiling {self.name}"):  # (a bar only where that takes long and a person watches)
             return model_to_proto(self.function, **options)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R:
         from eager import call_script
 
         try:
@@ -241,7 +241,7 @@ class GraphFunction(ScriptedGraph, Generic[P, R]):
         self.name = python_function.__name__
         functools.update_wrapper(self, python_function)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.python_function(*args, **kwargs)
 
     def __repr__(self) -> str:

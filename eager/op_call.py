@@ -139,6 +139,8 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
             except DslError as error:  # (the call site is looked up only for the message)
                 raise error.with_location(caller_location()) from None
             kwargs = {n: v for n, v in kwargs.items() if n not in named}
+        if any(value is None for value in kwargs.values()):  # an attribute given None is left out, as onnxscript does
+            kwargs = {n: v for n, v in kwargs.items() if v is not None}
         if has_graph_function(kwargs):
             return run_control_flow(op, args, kwargs)
     facts = op._eager_key

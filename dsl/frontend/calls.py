@@ -86,7 +86,11 @@ class CallCompiler(_CompilerBase):
         attributes: dict[str, ir.Attr] = {}
         for keyword in keywords:
             if keyword.arg is not None:  # always: visit_Call has refused **mapping
-                attributes[keyword.arg] = self.attribute(op, keyword.arg, keyword.value)
+                attribute = self.attribute(op, keyword.arg, keyword.value)
+                if attribute is not None:
+                    attributes[keyword.arg] = attribute
+        if len(attributes) < len(keywords):  # one was None: a required one must still be there
+            check_call(op, len(arguments), list(attributes), location)
         inputs = self.op_inputs(op, operands, arguments)
         if output_count is not None:
             op.check_outputs(output_count, location)
@@ -107,10 +111,14 @@ class CallCompiler(_CompilerBase):
         arguments = op.place_inputs(list(node.args), by_name, omitted, self.loc(node))
         return arguments, [k for k in node.keywords if k.arg not in named]
 
-    def attribute(self, op: Op, name: str, node: ast.expr) -> ir.Attr:
-        """The attribute ``name=<node>`` of a call; it must be known when compiling."""
+    def attribute(self, op: Op, name: str, node: ast.expr) -> ir.Attr | None:
+        """The attribute ``name=<node>`` of a call; it must be known when compiling.
+        None where its value is Python's None: the attribute is left out, as eagerly
+        (and as onnxscript does: ``op.Unique(x, axis=None)`` flattens)."""
         location = self.loc(node)
         operand = self.expr(node)
+        if isinstance(operand, PyValue) and operand.value is None:
+            return None
         if isinstance(operand, ir.Value):
             raise DslTypeError(
                 f"attribute {name} of {op.name} must be known when compiling, but this is a tensor",
