@@ -133,7 +133,7 @@ class GraphContents:
 
 def graph_contents(graph: ir.Graph) -> GraphContents:
     """The nodes and graphs of ``graph`` and its subgraphs, found in one walk."""
-    if not any(map(_ATTRIBUTES, graph.nodes)):  # (no node holds a subgraph: no walk)
+    if not ir.holds_subgraphs(graph.nodes):  # (no node holds a subgraph: no walk)
         return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
     return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
