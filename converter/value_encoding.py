@@ -118,14 +118,17 @@ def tensor_wire_body(tensor: ir.Tensor, name: str) -> bytes | None:
     :data:`WIRE_TENSOR_BYTES` is left to protobuf too: one parse takes at most 2 GB, and the
     copy, not the calls, is what a large tensor costs."""
     array = tensor.array
-    elem_type = tensor.elem_type
-    if type(array) is not np.ndarray or elem_type not in _RAW_ELEM_TYPES or array.nbytes > WIRE_TENSOR_BYTES:
+    if type(array) is not np.ndarray or array.dtype != _RAW_DTYPES.get(tensor.elem_type) \
+            or array.nbytes > WIRE_TENSOR_BYTES:
         return None
-    if array.dtype != types.numpy_dtype(elem_type):
-        return None
+    shape = array.shape
+    if not shape:
+        dims = b""
+    else:  # (packed varints: a size under 128 is its own byte)
+        packed = bytes(shape) if max(shape) < 128 else b"".join(map(node_wire.varint, shape))
+        dims = node_wire.message_field(_TENSOR_DIMS, packed)
+    parts = [dims, _TENSOR_DATA_TYPES[tensor.elem_type]]
     try:
-        parts = [node_wire.message_field(_TENSOR_DIMS, b"".join(map(node_wire.varint, array.shape)))
-                 if array.ndim else b"", _TENSOR_DATA_TYPE + node_wire.varint(elem_type)]
         if name:
             parts.append(node_wire.string_field(_TENSOR_NAME, name))
         parts.append(node_wire.message_field(_TENSOR_RAW_DATA, array.tobytes()))
@@ -155,6 +158,9 @@ _RAW_ELEM_TYPES = frozenset(
     for name in ("FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "BOOL", "FLOAT16", "DOUBLE",
                  "UINT32", "UINT64", "COMPLEX64", "COMPLEX128")
 ) if sys.byteorder == "little" else frozenset()
+# The raw element types' own dtypes, and their encoded data_type fields (tensor_wire_body).
+_RAW_DTYPES = {elem_type: types.numpy_dtype(elem_type) for elem_type in _RAW_ELEM_TYPES}
+_TENSOR_DATA_TYPES = {elem_type: _TENSOR_DATA_TYPE + node_wire.varint(elem_type) for elem_type in _RAW_ELEM_TYPES}
 
 
 def fill_type(proto: onnx.TypeProto, ir_type: ir.IRType, export: Export) -> None:

@@ -105,3 +105,12 @@ def test_large_initializers_and_many_small_ones_keep_their_order(monkeypatch: py
     assert [t.name for t in graph.initializer] == [f"w{i}" for i in range(len(arrays))]
     for written, array in zip(graph.initializer, arrays):
         np.testing.assert_array_equal(numpy_helper.to_array(written), array)
+
+
+@pytest.mark.parametrize("shape", [(200,), (1, 128, 2), (127, 3), (0, 300)])
+def test_initializers_of_sizes_past_one_varint_byte(shape: tuple[int, ...]) -> None:
+    array = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    body = tensor_wire_body(ir.Tensor(array, onnx.TensorProto.INT64), "big")
+    parsed = onnx.TensorProto()
+    parsed.ParseFromString(body)
+    assert parsed.SerializeToString() == numpy_helper.from_array(array, "big").SerializeToString()
