@@ -29,7 +29,7 @@ import onnx
 
 from dsl import ir
 
-__all__ = ["WireCache", "length_prefix", "varint", "string_field", "message_field", "tag_of", "plain_attribute_field"]
+__all__ = ["WireCache", "length_prefix", "string_field", "message_field", "tag_of", "plain_attribute_field"]
 
 _LENGTH_DELIMITED = 2
 _VARINT = 0
@@ -50,11 +50,6 @@ def _varint(number: int) -> bytes:
         number >>= 7
     out.append(number)
     return bytes(out)
-
-
-def varint(number: int) -> bytes:
-    """A non-negative integer (a dimension, an enum) as a protobuf varint."""
-    return _varint(number)
 
 
 def length_prefix(size: int) -> bytes:
@@ -95,7 +90,6 @@ GRAPH_NODE = tag_of(onnx.GraphProto, "node")
 FUNCTION_NODE = tag_of(onnx.FunctionProto, "node")
 GRAPH_VALUE_INFO = tag_of(onnx.GraphProto, "value_info")
 GRAPH_INPUT = tag_of(onnx.GraphProto, "input")
-GRAPH_INITIALIZER = tag_of(onnx.GraphProto, "initializer")
 FUNCTION_VALUE_INFO = tag_of(onnx.FunctionProto, "value_info")
 VALUE_INFO_NAME = tag_of(onnx.ValueInfoProto, "name")
 VALUE_INFO_TYPE = tag_of(onnx.ValueInfoProto, "type")

@@ -21,7 +21,6 @@ from converter import node_wire
 from converter.value_encoding import (
     IR_FUNCTION_OVERLOAD,
     IR_METADATA_PROPS,
-    WIRE_TENSOR_BYTES,
     Export,
     fill_metadata_props,
     fill_recorded_tensor,
@@ -29,7 +28,6 @@ from converter.value_encoding import (
     fill_type,
     fill_type_shared,
     tensor_to_proto,
-    tensor_wire_body,
     type_to_proto,
 )
 from dsl import ir
@@ -274,40 +272,6 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
         fill_recorded_tensor(initializers.add(), tensor, context.export, name)
 
 
-def emit_initializers(values: list[ir.Value], context: BodyContext, parent: onnx.GraphProto) -> None:
-    """The initializers ``values`` hold, named (on first sight) and appended to ``parent``:
-    encoded (:func:`~converter.value_encoding.tensor_wire_body`) and merged in one call,
-    as nodes are; a tensor the encoder leaves, or one the external-data sink takes, is
-    written by :func:`emit_initializer`, the bytes before it merged first so the order stays."""
-    external = context.export.external
-    elem_types = context.export.elem_types
-    tag, length_prefix = node_wire.GRAPH_INITIALIZER, node_wire.length_prefix
-    pending: list[bytes] = []
-    pending_bytes = 0
-    for value in values:
-        tensor = value.initializer
-        if tensor is None:
-            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
-        name = context.define(value)
-        body = None
-        if external is None or not external.takes(tensor.array, tensor.elem_type):
-            body = tensor_wire_body(tensor, name)
-        if body is None:
-            if pending:
-                _merge_pending(parent, pending)
-                pending_bytes = 0
-            emit_initializer(tensor, name, context, parent.node, parent.initializer)
-            continue
-        elem_types.add(tensor.elem_type)
-        pending.append(tag + length_prefix(len(body)) + body)
-        pending_bytes += len(body)
-        if pending_bytes > WIRE_TENSOR_BYTES:  # (one parse takes at most 2 GB)
-            _merge_pending(parent, pending)
-            pending_bytes = 0
-    if pending:
-        _merge_pending(parent, pending)
-
-
 def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers: Any) -> None:
     """Append each of ``graph_nodes`` to the nodes of ``parent`` (a GraphProto or
     FunctionProto), in order, naming its inputs and outputs.
@@ -518,7 +482,10 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     if graph.metadata_props:
         fill_metadata_props(proto, graph.metadata_props, context.export)
     emit_inputs(graph.inputs, context, proto)
-    emit_initializers(graph.initializers, context, proto)
+    for value in graph.initializers:
+        if value.initializer is None:
+            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
+        emit_initializer(value.initializer, context.define(value), context, proto.node, proto.initializer)
     for name, sparse in graph.sparse_initializers.items():
         # Nodes read a sparse initializer through a Value of the same name (named on first read).
         sparse_proto = proto.sparse_initializer.add()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Export", "tensor_to_proto", "type_to_proto", "fill_type", "fill_type_shared", "fill_sparse",
            "fill_metadata_props", "annotation_type", "is_complete", "has_elem_type", "fill_recorded_tensor",
-           "fill_tensor", "tensor_wire_body",
+           "fill_tensor",
            "IR_FUNCTION_OVERLOAD", "IR_METADATA_PROPS"]
 
 # Element types -> the IR version that introduced them (onnx.proto's IR version history).
@@ -106,49 +106,6 @@ def fill_tensor(proto: onnx.TensorProto, tensor: ir.Tensor, name: str | None = N
         proto.doc_string = tensor.doc_string
 
 
-def tensor_wire_body(tensor: ir.Tensor, name: str) -> bytes | None:
-    """The wire-format bytes of the TensorProto :func:`fill_tensor` writes for ``tensor``
-    named ``name``; None where it takes numpy_helper's way (strings, packed element types,
-    an array of another dtype, a big-endian machine) or the name is not UTF-8.
-
-    A graph's initializers are encoded so and merged into it in one call, as its nodes are
-    (:mod:`converter.node_wire`): an IR-3 model's hundreds of weights, each written field
-    by field, cost a few protobuf calls apiece.  The fields are those fill_tensor sets, in
-    field-number order (``dims`` packed, which every parser takes).  A tensor over
-    :data:`WIRE_TENSOR_BYTES` is left to protobuf too: one parse takes at most 2 GB, and the
-    copy, not the calls, is what a large tensor costs."""
-    array = tensor.array
-    if type(array) is not np.ndarray or array.dtype != _RAW_DTYPES.get(tensor.elem_type) \
-            or array.nbytes > WIRE_TENSOR_BYTES:
-        return None
-    shape = array.shape
-    if not shape:
-        dims = b""
-    else:  # (packed varints: a size under 128 is its own byte)
-        packed = bytes(shape) if max(shape) < 128 else b"".join(map(node_wire.varint, shape))
-        dims = node_wire.message_field(_TENSOR_DIMS, packed)
-    parts = [dims, _TENSOR_DATA_TYPES[tensor.elem_type]]
-    try:
-        if name:
-            parts.append(node_wire.string_field(_TENSOR_NAME, name))
-        parts.append(node_wire.message_field(_TENSOR_RAW_DATA, array.tobytes()))
-        if tensor.doc_string:
-            parts.append(node_wire.string_field(_TENSOR_DOC_STRING, tensor.doc_string))
-    except UnicodeEncodeError:
-        return None
-    return b"".join(parts)
-
-
-# The largest tensor data encoded as bytes (see tensor_wire_body); the writer also merges
-# its pending encoded initializers once they pass this size.
-WIRE_TENSOR_BYTES = 1 << 26
-_TENSOR_DIMS = node_wire.tag_of(onnx.TensorProto, "dims")
-_TENSOR_DATA_TYPE = node_wire.tag_of(onnx.TensorProto, "data_type", 0)
-_TENSOR_NAME = node_wire.tag_of(onnx.TensorProto, "name")
-_TENSOR_RAW_DATA = node_wire.tag_of(onnx.TensorProto, "raw_data")
-_TENSOR_DOC_STRING = node_wire.tag_of(onnx.TensorProto, "doc_string")
-
-
 _KNOWN_ELEM_TYPES = frozenset(t.enum for t in types.ELEMENT_TYPES.values())
 # Element types whose raw_data is the numpy array's own bytes, as numpy_helper.from_array
 # writes them: no packing (4-bit, 2-bit), no strings; on a little-endian machine only
@@ -158,9 +115,6 @@ _RAW_ELEM_TYPES = frozenset(
     for name in ("FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "BOOL", "FLOAT16", "DOUBLE",
                  "UINT32", "UINT64", "COMPLEX64", "COMPLEX128")
 ) if sys.byteorder == "little" else frozenset()
-# The raw element types' own dtypes, and their encoded data_type fields (tensor_wire_body).
-_RAW_DTYPES = {elem_type: types.numpy_dtype(elem_type) for elem_type in _RAW_ELEM_TYPES}
-_TENSOR_DATA_TYPES = {elem_type: _TENSOR_DATA_TYPE + node_wire.varint(elem_type) for elem_type in _RAW_ELEM_TYPES}
 
 
 def fill_type(proto: onnx.TypeProto, ir_type: ir.IRType, export: Export) -> None:
