@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import operator
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Union
@@ -442,7 +442,7 @@ _ATTRIBUTE_DICT = operator.attrgetter("attributes")
 _KIND = operator.attrgetter("kind")
 
 
-def holds_subgraphs(nodes: Iterable[Node]) -> bool:
+def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     """Whether any of ``nodes`` has a GRAPH or GRAPHS attribute (If, Loop, Scan), its own
     subgraphs not looked into.
 
@@ -453,6 +453,8 @@ def holds_subgraphs(nodes: Iterable[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
+    if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
+        return False
     kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
     return not kinds.isdisjoint(_GRAPH_KINDS)
 
