@@ -547,6 +547,9 @@ MUTATIONS = [
              "    return hasattr(value, \"__array__\") and not isinstance(value, type)", "    return False", TL),
     Mutation("TL7", "an onnx_ir attribute object is not unwrapped", "dsl/attribute_values.py",
              "        return value.value\n    return value", "        return value\n    return value", TL),
+    # ----------------------------------------------------------- the subgraph check before a walk
+    Mutation("MS1", "no node is seen to hold a subgraph (the If/Loop bodies not renamed by a merge)", "dsl/ir.py",
+             "    return not kinds.isdisjoint(_GRAPH_KINDS)", "    return False", MERGE),
 ]
 
 def _copy_tree(destination: Path) -> Path:

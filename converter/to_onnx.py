@@ -573,7 +573,6 @@ def _collect_functions(main: ir.Function, extra: list[ir.Function]) -> list[ir.F
     return ordered
 
 
-_ATTRIBUTES = operator.attrgetter("attributes")
 _CALLEE = operator.attrgetter("callee")
 
 
@@ -581,7 +580,7 @@ def _callees(function: ir.Function) -> list[ir.Function]:
     """``function.callees()``, without its walk where no node calls or holds a subgraph."""
     nodes = function.graph.nodes
     # (loops in C: a long graph is written right after)
-    if not any(map(_ATTRIBUTES, nodes)) and set(map(_CALLEE, nodes)) <= {None}:
+    if set(map(_CALLEE, nodes)) <= {None} and not ir.holds_subgraphs(nodes):
         return []
     return function.callees()
 

@@ -14,9 +14,11 @@ graph and of the subgraphs in its attributes; :func:`use_counts` counts readers.
 from __future__ import annotations
 
 import enum
+import operator
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Union
 
 import numpy as np
@@ -435,6 +437,26 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
 
 
 _GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
+_ATTRIBUTE_VALUES = operator.methodcaller("values")
+_ATTRIBUTE_DICT = operator.attrgetter("attributes")
+_KIND = operator.attrgetter("kind")
+
+
+def holds_subgraphs(nodes: Sequence[Node]) -> bool:
+    """Whether any of ``nodes`` has a GRAPH or GRAPHS attribute (If, Loop, Scan), its own
+    subgraphs not looked into.
+
+    Passes and the writer ask it before walking a graph: a real model's nodes mostly carry
+    attributes (Conv's pads and strides), none of them a graph, and this loops in C over
+    every attribute's kind where a walk costs a generator step a node.
+
+    >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
+    False
+    """
+    if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
+        return False
+    kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
+    return not kinds.isdisjoint(_GRAPH_KINDS)
 
 
 def outer_values(graphs: list[Graph]) -> list[Value]:

@@ -48,7 +48,6 @@ FunctionKey = tuple[str, str, str]  # (domain, name, overload)
 # these getters, each a loop in C, instead of a Python loop over hundreds of thousands.)
 _NAME = attrgetter("name")
 _INITIALIZER = attrgetter("initializer")
-_ATTRIBUTES = attrgetter("attributes")
 _NODE_VALUES = attrgetter("inputs", "outputs")
 _GRAPH_HEAD = attrgetter("inputs", "initializers")
 _GRAPH_TAIL = attrgetter("outputs", "value_info")
@@ -133,7 +132,7 @@ class GraphContents:
 
 def graph_contents(graph: ir.Graph) -> GraphContents:
     """The nodes and graphs of ``graph`` and its subgraphs, found in one walk."""
-    if not any(map(_ATTRIBUTES, graph.nodes)):  # (no node holds a subgraph: no walk)
+    if not ir.holds_subgraphs(graph.nodes):  # (no node holds a subgraph: no walk)
         return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
     return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
