@@ -20,9 +20,12 @@ from dsl.errors import ConversionError
 __all__ = ["infer_missing_output_types"]
 
 
-def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
+def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, overrides: dict[int, ir.IRType],
+                               require_ranks: bool = True) -> None:
     """Fill the output types ``graph`` (the IR ``model`` was written from) lacks, with
     ``overrides`` (``io_types``) taken as given; inference runs only when one lacks.
+    ``require_ranks=False`` leaves an output whose rank nobody can tell rank-less (for a
+    caller that checks declared shapes itself and reports them at its own locations).
 
     >>> infer_missing_output_types(model_proto, function.graph, {})   # doctest: +SKIP
     """
@@ -50,7 +53,8 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
                     value.location or graph.location,
                     hint="annotate the return type (-> FLOAT[...]) or pass io_types",
                 )
-            _require_rank(model, output, graph.outputs[index], graph)
+            if require_ranks:
+                _require_rank(model, output, graph.outputs[index], graph)
             continue
         declared = output.type
         merged = onnx.TypeProto()
@@ -62,7 +66,8 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
             if declared.tensor_type.HasField("shape") and not merged.tensor_type.HasField("shape"):
                 merged.tensor_type.shape.CopyFrom(declared.tensor_type.shape)
         output.type.CopyFrom(merged)
-        _require_rank(model, output, graph.outputs[index], graph)
+        if require_ranks:
+            _require_rank(model, output, graph.outputs[index], graph)
 
 
 def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir.Value, graph: ir.Graph) -> None:

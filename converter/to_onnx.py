@@ -288,6 +288,7 @@ def model_to_proto(
     min_ir_version: int | None = None,
     source_links: bool = False,
     io_names: dict[str, str] | None = None,
+    require_output_ranks: bool = True,
 ) -> onnx.ModelProto:
     """A ``ModelProto`` whose graph is the function's body, with its callees as local functions.
 
@@ -307,7 +308,8 @@ def model_to_proto(
     :mod:`converter.recorded_metadata`); ``min_ir_version`` keeps a model read back
     from Python at its original IR version where onnxruntime loads that one;
     ``io_names`` (Python name -> model name) gives graph inputs and outputs back the
-    names Python cannot spell.  ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
+    names Python cannot spell.  ``require_output_ranks=False`` lets an output of unknown rank
+    through (the markup front end checks its declared dims first, at their tags).  ``external_data`` (a :class:`converter.external_data.WeightsSink`) takes large
     initializers as they are reached, to write them from the IR's arrays: the weights
     are never copied into the proto (how models over protobuf's 2 GB are written, and
     others without a copy).  ``source_links=True`` writes on every node compiled from
@@ -354,7 +356,7 @@ def model_to_proto(
     model.ir_version = _ir_version(model, export, ir_version, source.model)
     _fill_metadata(model, source, producer_name, producer_version, doc_string, metadata_props)
     if infer_output_types:
-        infer_missing_output_types(model, source.graph, overrides)
+        infer_missing_output_types(model, source.graph, overrides, require_output_ranks)
     return model
 
 

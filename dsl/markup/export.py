@@ -118,7 +118,9 @@ def _proto_of(compiled: CompiledMarkup) -> onnx.ModelProto:
     from converter.to_onnx import model_to_proto
     from dsl.markup.shapes import check_declared_shapes
 
-    proto = model_to_proto(compiled.model, producer_name=compiled.model.producer_name)
+    # (declared dims are checked next, at the tags that declare them; an output whose rank
+    # is still unknown after that is refused by the checker below)
+    proto = model_to_proto(compiled.model, producer_name=compiled.model.producer_name, require_output_ranks=False)
     param_locations = {
         value.name: value.location for value in compiled.model.graph.initializers if value.location is not None
     }
