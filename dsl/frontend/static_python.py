@@ -22,7 +22,15 @@ from dsl import ir
 from dsl.errors import DslError, DslSyntaxError, DslTypeError, StaticAssertionError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, PyValue, ValueTuple
 from dsl.frontend.exits import ReturnExit
-from dsl.frontend.python_values import operand_of, raw_of
+from dsl.frontend.python_values import (
+    CONTAINER_METHODS,
+    CONTAINER_TYPES,
+    MUTATING_METHODS,
+    STRUCTURAL_BUILTINS,
+    is_user_function,
+    operand_of,
+    raw_of,
+)
 from dsl.frontend.scope import Scope
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
@@ -167,20 +175,19 @@ class StaticPythonCompiler(_CompilerBase):
                                hint="decide on values known while compiling; select tensors with op.Where")
         return self.truth(operand, node)
 
-    def visit_ListComp(self, node: ast.ListComp) -> Any:
+    def comprehension_list(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> list[Any]:
         found: list[Any] = []
         self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return PyValue(self.made_here(found))
+        return found
+
+    def visit_ListComp(self, node: ast.ListComp) -> Any:
+        return PyValue(self.made_here(self.comprehension_list(node)))
 
     def visit_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
-        found: list[Any] = []
-        self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return PyValue(iter(found))
+        return PyValue(iter(self.comprehension_list(node)))
 
     def visit_SetComp(self, node: ast.SetComp) -> Any:
-        found: list[Any] = []
-        self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return self.fold(set, (found,), node)
+        return self.fold(set, (self.comprehension_list(node),), node)
 
     def visit_DictComp(self, node: ast.DictComp) -> Any:
         found: dict[Any, Any] = {}
@@ -358,14 +365,6 @@ class StaticPythonCompiler(_CompilerBase):
 
     def python_call(self, target: Any, node: ast.Call, operands: list[Any], keyword_operands: dict[str, Any]) -> Any:
         """A Python callable called with tensors or containers of them, as eager mode calls it."""
-        from dsl.frontend.python_values import (
-            CONTAINER_METHODS,
-            CONTAINER_TYPES,
-            MUTATING_METHODS,
-            STRUCTURAL_BUILTINS,
-            is_user_function,
-        )
-
         if is_user_function(target):
             return self.call_helper(target, None, node, operands, keyword_operands)
         method_function = getattr(target, "__func__", None)
