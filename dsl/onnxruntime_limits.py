@@ -54,26 +54,24 @@ def _onnx_ir_version() -> int:
     return int(onnx.IR_VERSION)
 
 
-def _probe(onnx_opset: int, onnx_ir: int) -> tuple[int, int]:
+def _loads(opset: int, ir_version: int) -> bool:
+    """Whether onnxruntime loads a one-node model importing ai.onnx ``opset`` at ``ir_version``."""
     import onnx.helper as oh
     import onnxruntime
 
-    def loads(opset: int, ir: int) -> bool:
-        graph = oh.make_graph(
-            [oh.make_node("Identity", ["x"], ["y"])],
-            "probe",
-            [oh.make_tensor_value_info("x", 1, [1])],
-            [oh.make_tensor_value_info("y", 1, [1])],
-        )
-        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir)
-        try:
-            onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        except Exception:  # any refusal means "not this combination"
-            return False
-        return True
+    graph = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "probe",
+                          [oh.make_tensor_value_info("x", 1, [1])], [oh.make_tensor_value_info("y", 1, [1])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir_version)
+    try:
+        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # any refusal means "not this pair"
+        return False
+    return True
 
-    ir = next((v for v in range(onnx_ir, 6, -1) if loads(13, v)), 8)
-    opset = next((v for v in range(onnx_opset, 6, -1) if loads(v, ir)), 13)
+
+def _probe(onnx_opset: int, onnx_ir: int) -> tuple[int, int]:
+    ir = next((v for v in range(onnx_ir, 6, -1) if _loads(13, v)), 8)
+    opset = next((v for v in range(onnx_opset, 6, -1) if _loads(v, ir)), 13)
     return opset, ir
 
 
@@ -114,14 +112,4 @@ def loads_ir_version(ir_version: int, opset: int) -> bool:
     """
     if onnxruntime_version() is None or ir_version > max_ir_version() or ir_version < 3:
         return False
-    import onnx.helper as oh
-    import onnxruntime
-
-    graph = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "probe",
-                          [oh.make_tensor_value_info("x", 1, [1])], [oh.make_tensor_value_info("y", 1, [1])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir_version)
-    try:
-        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception:  # any refusal means "not this pair"
-        return False
-    return True
+    return _loads(opset, ir_version)

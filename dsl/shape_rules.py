@@ -39,7 +39,7 @@ BROADCASTING_OPS = frozenset({
     "BitwiseXor", "PRelu",
 })
 # Ops whose first output has the shape of their first input.
-SAME_SHAPE_OPS = _SAME_SHAPE = frozenset({
+SAME_SHAPE_OPS = frozenset({
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization", "BitwiseNot", "Cast",
     "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu", "Erf", "Exp", "Floor",
     "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf", "IsNaN",
@@ -47,14 +47,13 @@ SAME_SHAPE_OPS = _SAME_SHAPE = frozenset({
     "Reciprocal", "Relu", "RMSNormalization", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh",
     "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Trilu",
 })
-# Ops whose rule reads the value of a constant input (a target shape, axes, slice bounds).
-READS_CONSTANTS = frozenset({"Reshape", "Slice", "Unsqueeze", "Squeeze", "Expand", "ConstantOfShape", "ReduceL1",
-                             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-                             "ReduceProd", "ReduceSum", "ReduceSumSquare"})
 _REDUCE = frozenset({
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
     "ReduceProd", "ReduceSum", "ReduceSumSquare", "ArgMax", "ArgMin",
 })
+# Ops whose rule reads the value of a constant input (a target shape, axes, slice bounds).
+READS_CONSTANTS = frozenset({"Reshape", "Slice", "Unsqueeze", "Squeeze", "Expand", "ConstantOfShape"}) | (
+    _REDUCE - {"ArgMax", "ArgMin"})
 
 
 def shape_text(shape: Sequence[Dim]) -> str:
@@ -81,7 +80,7 @@ def infer(
     >>> infer("Add", [(4, 3), ("B", 1, 3)], ["a", "b"], {}, [None, None])
     [('B', 4, 3)]
     """
-    if op_type in _SAME_SHAPE:
+    if op_type in SAME_SHAPE_OPS:
         return [shapes[0] if shapes else None]
     if op_type in BROADCASTING_OPS:
         if version < 7:
@@ -630,4 +629,4 @@ _RULES: dict[str, Callable[[_Call], list[Shape]]] = {
     "Squeeze": _squeeze, "Flatten": _flatten, "Expand": _expand, "Shape": _shape,
     "ConstantOfShape": _constant_of_shape, "Constant": _constant, "Size": _size, "Split": _split,
 }
-_RULED = _SAME_SHAPE | BROADCASTING_OPS | _REDUCE | (_RULES.keys() - {"Split"})
+_RULED = SAME_SHAPE_OPS | BROADCASTING_OPS | _REDUCE | (_RULES.keys() - {"Split"})

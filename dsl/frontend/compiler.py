@@ -79,6 +79,12 @@ class FunctionCompiler(
         self.current_statement: ast.stmt | None = None  # for locating internal errors
         self._locations: dict[Any, ir.SourceLocation] = {}
         self.visitors: dict[type, Callable[[Any, Any], Any]] = {}  # ast kind -> visit_<Kind> (find_visitor)
+        # Python evaluated while compiling (StaticPythonCompiler, ControlFlowCompiler.enter)
+        self.synthetic: dict[str, Any] = {}  # "@itemN" -> an item of *args spelled out
+        self.made_containers: dict[int, tuple[Any, int]] = {}  # id -> (container, dynamic_depth made at)
+        self.dynamic_depth = 0  # If branches and Loop bodies entered
+        self.helper_depth = 0  # plain Python functions being compiled in place
+        self.helper_sources: dict[Any, Any] = {}  # helper -> (signature, FunctionSource)
         opset = self._choose_opset()
         self.ctx = CompileContext(opset)
         self.builder = GraphBuilder(self.ctx, script_function.name)
@@ -109,7 +115,7 @@ class FunctionCompiler(
         if outer is not None:
             return outer
         if name.startswith("@"):  # an item of *args spelled out (StaticPythonCompiler.expand_starred)
-            return self.__dict__["synthetic"][name]
+            return self.synthetic[name]
         found = self.origin.resolve(name)
         if found is MISSING:
             known = list(self._visible_names())

@@ -85,12 +85,12 @@ class ControlFlowCompiler(_CompilerBase):
         """Compile into ``builder`` with ``scope``: a branch or body decided at run time."""
         saved = (self.builder, self.scope)
         self.builder, self.scope = builder, scope
-        self.__dict__["dynamic_depth"] = self.__dict__.get("dynamic_depth", 0) + 1
+        self.dynamic_depth += 1
         return saved
 
     def leave(self, saved: tuple[Any, Any]) -> None:
         self.builder, self.scope = saved
-        self.__dict__["dynamic_depth"] -= 1
+        self.dynamic_depth -= 1
 
     def visit_If(self, node: ast.If) -> Any:
         condition = self.expr(node.test)

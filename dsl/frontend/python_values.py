@@ -21,7 +21,8 @@ from typing import Any
 from dsl import ir
 from dsl.frontend.bindings import AttrRef, PyValue, ValueTuple
 
-__all__ = ["raw_of", "operand_of", "holds_tensor", "STRUCTURAL_BUILTINS", "is_user_function", "CONTAINER_METHODS"]
+__all__ = ["raw_of", "operand_of", "holds_tensor", "STRUCTURAL_BUILTINS", "is_user_function", "CONTAINER_METHODS",
+           "CONTAINER_TYPES", "MUTATING_METHODS"]
 
 # Builtins that only arrange objects (never read a tensor's data): called on the Python
 # objects themselves, tensors included, as eager mode calls them.
@@ -34,12 +35,9 @@ STRUCTURAL_BUILTINS = frozenset({
 })
 # Methods of Python containers, called on containers that may hold tensors.
 CONTAINER_TYPES = (list, tuple, dict, set, pytypes.SimpleNamespace)
-CONTAINER_METHODS = frozenset({
-    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "get", "items", "keys",
-    "values", "index", "count", "copy", "reverse",
-})
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
                               "reverse"})
+CONTAINER_METHODS = MUTATING_METHODS | {"get", "items", "keys", "values", "index", "count", "copy"}
 _LIBRARY_MODULES = ("numpy", "dsl", "eager", "converter", "onnx", "onnxruntime", "torch", "builtins", "math")
 _DEPTH = 64  # how deep holds_tensor looks into nested containers
 

@@ -218,7 +218,7 @@ class StatementCompiler(_CompilerBase):
 
     # ------------------------------------------------------------------ exits
     def visit_Return(self, node: ast.Return) -> ReturnExit:
-        if self.__dict__.get("in_helper") and self.loop_depth == 0:
+        if self.helper_depth > 0 and self.loop_depth == 0:
             return self.helper_return(node)
         if self.loop_depth > 0:
             raise UnsupportedSyntaxError(

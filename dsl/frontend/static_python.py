@@ -22,7 +22,15 @@ from dsl import ir
 from dsl.errors import DslError, DslSyntaxError, DslTypeError, StaticAssertionError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, PyValue, ValueTuple
 from dsl.frontend.exits import ReturnExit
-from dsl.frontend.python_values import operand_of, raw_of
+from dsl.frontend.python_values import (
+    CONTAINER_METHODS,
+    CONTAINER_TYPES,
+    MUTATING_METHODS,
+    STRUCTURAL_BUILTINS,
+    is_user_function,
+    operand_of,
+    raw_of,
+)
 from dsl.frontend.scope import Scope
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
@@ -73,9 +81,8 @@ class StaticPythonCompiler(_CompilerBase):
 
     def new_synthetic(self, operand: Any, like: ast.AST) -> ast.Name:
         """A name node standing for an operand (an item of ``*args``), placed at ``like``."""
-        synthetic: dict[str, Any] = self.__dict__.setdefault("synthetic", {})
-        name = f"@item{len(synthetic)}"
-        synthetic[name] = operand
+        name = f"@item{len(self.synthetic)}"
+        self.synthetic[name] = operand
         return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), like)
 
     def expand_starred(self, node: ast.Call) -> ast.Call:
@@ -168,20 +175,19 @@ class StaticPythonCompiler(_CompilerBase):
                                hint="decide on values known while compiling; select tensors with op.Where")
         return self.truth(operand, node)
 
-    def visit_ListComp(self, node: ast.ListComp) -> Any:
+    def comprehension_list(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> list[Any]:
         found: list[Any] = []
         self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return PyValue(self.made_here(found))
+        return found
+
+    def visit_ListComp(self, node: ast.ListComp) -> Any:
+        return PyValue(self.made_here(self.comprehension_list(node)))
 
     def visit_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
-        found: list[Any] = []
-        self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return PyValue(iter(found))
+        return PyValue(iter(self.comprehension_list(node)))
 
     def visit_SetComp(self, node: ast.SetComp) -> Any:
-        found: list[Any] = []
-        self.comprehension_items(node.generators, lambda: found.append(raw_of(self.expr(node.elt))))
-        return self.fold(set, (found,), node)
+        return self.fold(set, (self.comprehension_list(node),), node)
 
     def visit_DictComp(self, node: ast.DictComp) -> Any:
         found: dict[Any, Any] = {}
@@ -250,19 +256,17 @@ class StaticPythonCompiler(_CompilerBase):
     def made_here(self, container: Any) -> Any:
         """Record a container made by the body, and the control-flow depth it was made at:
         only there may it grow (see :meth:`check_mutation`)."""
-        made: dict[int, tuple[Any, int]] = self.__dict__.setdefault("made_containers", {})
-        made[id(container)] = (container, self.__dict__.get("dynamic_depth", 0))
+        self.made_containers[id(container)] = (container, self.dynamic_depth)
         return container
 
     def check_mutation(self, container: Any, method: str, node: ast.AST) -> None:
         """A container changed inside an If branch or a Loop body must have been made
         there: the branch or body runs at run time, not once per Python evaluation."""
-        depth = self.__dict__.get("dynamic_depth", 0)
+        depth = self.dynamic_depth
         if depth == 0:
             return
-        made: dict[int, tuple[Any, int]] = self.__dict__.setdefault("made_containers", {})
-        entry = made.get(id(container))
-        if entry is not None and entry[0] is container and entry[1] == depth:
+        made = self.made_containers.get(id(container))
+        if made is not None and made[0] is container and made[1] == depth:
             return
         raise UnsupportedSyntaxError(
             f".{method}() on a Python container made outside this if/loop, inside a branch or a loop body "
@@ -298,7 +302,7 @@ class StaticPythonCompiler(_CompilerBase):
         from dsl.frontend.source import function_source
 
         location = self.loc(node)
-        depth = self.__dict__.get("helper_depth", 0)
+        depth = self.helper_depth
         if depth >= _MAX_HELPER_DEPTH:
             raise DslTypeError(f"Python functions nest more than {_MAX_HELPER_DEPTH} calls deep here", location,
                                hint="recursion needs a bound known while compiling")
@@ -308,7 +312,7 @@ class StaticPythonCompiler(_CompilerBase):
             arguments.insert(0, bound_self)
         name = getattr(function, "__qualname__", getattr(function, "__name__", "function"))
         # One parse and one signature per helper and compile, however often it is called.
-        known: dict[Any, Any] = self.__dict__.setdefault("helper_sources", {})
+        known = self.helper_sources
         found = known.get(function)
         if found is None:
             try:
@@ -322,17 +326,14 @@ class StaticPythonCompiler(_CompilerBase):
         scope = Scope()
         for parameter_name, value in _bind(function, signature, arguments, keywords, name, location).items():
             scope.bind(parameter_name, self.operand(value))
-        saved = (self.origin, self.scope, self.declared_outputs, self.loop_depth, self.current_statement,
-                 self.__dict__.get("in_helper", False))
+        saved = (self.origin, self.scope, self.declared_outputs, self.loop_depth, self.current_statement)
         self.origin, self.scope, self.declared_outputs, self.loop_depth = Origin(function, source), scope, None, 0
-        self.__dict__["in_helper"] = True
-        self.__dict__["helper_depth"] = depth + 1
+        self.helper_depth = depth + 1
         try:
             outcome = self.compile_block(source.tree.body)
         finally:
-            (self.origin, self.scope, self.declared_outputs, self.loop_depth, self.current_statement,
-             self.__dict__["in_helper"]) = saved
-            self.__dict__["helper_depth"] = depth
+            self.origin, self.scope, self.declared_outputs, self.loop_depth, self.current_statement = saved
+            self.helper_depth = depth
         if outcome is None:
             return PyValue(None)
         if not isinstance(outcome, ReturnExit):
@@ -364,14 +365,6 @@ class StaticPythonCompiler(_CompilerBase):
 
     def python_call(self, target: Any, node: ast.Call, operands: list[Any], keyword_operands: dict[str, Any]) -> Any:
         """A Python callable called with tensors or containers of them, as eager mode calls it."""
-        from dsl.frontend.python_values import (
-            CONTAINER_METHODS,
-            CONTAINER_TYPES,
-            MUTATING_METHODS,
-            STRUCTURAL_BUILTINS,
-            is_user_function,
-        )
-
         if is_user_function(target):
             return self.call_helper(target, None, node, operands, keyword_operands)
         method_function = getattr(target, "__func__", None)

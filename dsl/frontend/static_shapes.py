@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, shape_rules
-from dsl.annotation_checks import check_declared
 from dsl.frontend.onnx_inference import infer_with_onnx
 from dsl.shape_rules import Shape
 
-__all__ = ["ShapeTable", "SourceNames", "callee_output_shapes", "check_declared"]
+__all__ = ["ShapeTable", "SourceNames", "callee_output_shapes"]
 
 
 class SourceNames(Sequence[str]):

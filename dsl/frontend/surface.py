@@ -50,6 +50,11 @@ class CompilerSurface(ABC):
     callee_imports: dict[str, int]
     current_statement: ast.stmt | None
     visitors: dict[type, Callable[[Any, Any], Any]]
+    synthetic: dict[str, Any]
+    made_containers: dict[int, tuple[Any, int]]
+    dynamic_depth: int
+    helper_depth: int
+    helper_sources: dict[Any, Any]
 
     # ------------------------------------------- FunctionCompiler (helpers)
     @abstractmethod
