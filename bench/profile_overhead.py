@@ -21,22 +21,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import eager
-from dsl import FLOAT, script
+from bench.eager_overhead import ten_ops
 from dsl import opset18 as op
-
-
-@script()
-def ten_ops(x: FLOAT[...]) -> FLOAT[...]:
-    a = op.Relu(x)
-    b = a * 2.0
-    c = b + 1.0
-    d = op.Tanh(c)
-    e = d - x
-    f = op.Abs(e)
-    g = f * f
-    h = op.Sqrt(g)
-    i = h / 3.0
-    return op.Neg(i)
 
 
 def _loop_us(call: Callable[[], Any], loops: int) -> float:

@@ -437,7 +437,8 @@ def _prepare(
         return build_kernel(spec)
     except KernelBuildError as err:
         backend_messages = {"onnxruntime": err.ort_message, "onnx.reference": err.reference_message}
-        raise _failure(op, arrays, signature, _attribute_values(protos), backend_messages, location) from None
+        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        raise _failure(op, operands, found, signature, backend_messages, location) from None
 
 
 def _check_value_kinds(op: Op, facts: OpFacts, signature: Signature, location: Any) -> None:
@@ -518,18 +519,24 @@ def _operands(op: Op, arrays: list[Any], signature: Signature) -> list[Operand]:
     return operands
 
 
+def _explained(
+    op: Op, arrays: list[Any], signature: Signature, attributes: dict[str, Any]
+) -> tuple[list[Operand], tuple[str, str] | None]:
+    """The call's operands, and the op's rule that they break when one is known."""
+    operands = _operands(op, arrays, signature)
+    return operands, explain(op.name, operands, attributes, op.version)
+
+
 def _failure(
     op: Op,
-    arrays: list[Any],
+    operands: list[Operand],
+    found: tuple[str, str] | None,
     signature: Signature,
-    attributes: dict[str, Any],
     backend_messages: dict[str, str],
     location: Any,
 ) -> EagerError:
-    """One error for a call the backends refused: the op's rule that the operands break when
-    one is known, else the first backend's reason in one sentence, at the user's line."""
-    operands = _operands(op, arrays, signature)
-    found = explain(op.name, operands, attributes, op.version)
+    """One error for a call the backends refused: ``found``, the rule the operands break,
+    when one is known, else the first backend's reason in one sentence, at the user's line."""
     if found is None:
         described = ", ".join(_operand_text(operand, sig) for operand, sig in zip(operands, signature))
         reason = backend_reason(next(iter(backend_messages.values()), ""))
@@ -559,14 +566,13 @@ def _run_fallback(
     backend_messages = {kernel.backend: str(runtime_error) or repr(runtime_error)}
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
         backend_messages = {"onnxruntime": kernel.fallback_reason, **backend_messages}
-    attributes = _attribute_values(kernel.spec.attributes)
-    if kernel.backend == "onnxruntime":
-        if explain(op.name, _operands(op, arrays, signature), attributes, op.version) is None:
-            try:  # (a failure no rule explains may be onnxruntime's alone: onnx.reference tries it)
-                outputs = kernel.fallback().run(arrays)
-            except Exception as reference_error:  # (any failure of the second backend is reported)
-                backend_messages["onnx.reference"] = str(reference_error) or repr(reference_error)
-            else:
-                LAST.kernel = _RuntimeFallback(kernel.label, str(runtime_error))
-                return outputs
-    raise _failure(op, arrays, signature, attributes, backend_messages, caller_location()) from None
+    operands, found = _explained(op, arrays, signature, _attribute_values(kernel.spec.attributes))
+    if kernel.backend == "onnxruntime" and found is None:
+        try:  # (a failure no rule explains may be onnxruntime's alone: onnx.reference tries it)
+            outputs = kernel.fallback().run(arrays)
+        except Exception as reference_error:  # (any failure of the second backend is reported)
+            backend_messages["onnx.reference"] = str(reference_error) or repr(reference_error)
+        else:
+            LAST.kernel = _RuntimeFallback(kernel.label, str(runtime_error))
+            return outputs
+    raise _failure(op, operands, found, signature, backend_messages, caller_location()) from None

@@ -4,10 +4,12 @@ onnxruntime reports a refusal as its C++ status (``[ONNXRuntimeError] : 1 : FAIL
 Non-zero status code returned while running Reshape node. ... reshape_helper.h:91
 onnxruntime::ReshapeHelper::ReshapeHelper(...)``) and onnx.reference as numpy's words;
 neither names the user's values.  Here the op's own rules are checked on the operands
-after a kernel has failed (a call that runs pays nothing): Reshape's element count,
-Concat's ranks and non-axis sizes, Conv's channels, Gemm's inner sizes, Gather's
-indices, Expand's and Split's sizes, besides the broadcasting and MatMul rules of
-:mod:`eager.shape_mismatch`.  Each message names the operands as the user wrote them with
+after a kernel has failed (a call that runs pays nothing): first the compiler's rules
+(:mod:`dsl.shape_rules` through :mod:`eager.shape_mismatch`: broadcasting, MatMul, Gemm,
+Conv, Reshape's element count, Concat, Expand, the axes of Gather and Split), then the
+rules here for what those leave open: a Reshape shape with two -1, a negative size or a 0
+past the input's rank, Gemm on a non-matrix, Conv's bias, Gather's indices and Split's
+sizes.  Each message names the operands as the user wrote them with
 their shapes, and comes with a hint.  A failure no rule explains keeps one sentence of the
 backend's reason, with the status prefix, source paths and C++ names taken out; the
 backends' full texts stay on the error (``backend_messages``) for debugging.
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from eager.shape_mismatch import broadcast_mismatch, disagreement
+from eager.shape_mismatch import disagreement
 
 __all__ = ["Operand", "explain", "backend_reason"]
 
@@ -63,7 +65,7 @@ def explain(op_type: str, operands: Sequence[Operand], attributes: dict[str, Any
     >>> x = Operand("x", (1, 4, 64), None)
     >>> shape = Operand("[1, 4, 8, 32]", (4,), np.array([1, 4, 8, 32]))
     >>> explain("Reshape", [x, shape], {})[0]
-    'Reshape: x: [1, 4, 64] has 256 elements; the shape [1, 4, 8, 32] holds 1024'
+    'Reshape: x: [1, 4, 64] has 256 elements, which cannot be reshaped to [1, 4, 8, 32] (1024 elements)'
     """
     shared = disagreement(op_type, [o.shape for o in operands], [o.name for o in operands], attributes,
                           [o.value for o in operands], version)
@@ -94,87 +96,30 @@ def _reshape(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explana
                 sizes[axis] = shape[axis]
     if any(size < -1 for size in sizes):
         return f"Reshape: the shape {_text(asked)} has a negative size other than -1", hint
-    known = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
-    if -1 in sizes:
-        if known == 0 or count % known:
-            return (f"Reshape: {_named(data)} has {count} elements, which the sizes of {_text(asked)} other than "
-                    f"-1 (product {known}) do not divide", hint)
-        return None
-    if known != count:
-        return f"Reshape: {_named(data)} has {count} elements; the shape {_text(asked)} holds {known}", hint
-    return None
-
-
-def _concat(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
-    tensors = [o for o in operands if o.shape is not None]
-    axis = attributes.get("axis")
-    if len(tensors) < 2 or not isinstance(axis, int):
-        return None
-    listed = ", ".join(_named(o) for o in tensors)
-    first = tensors[0]
-    rank = len(first.shape or ())
-    for other in tensors[1:]:
-        if len(other.shape or ()) != rank:
-            return (f"Concat: {_named(first)} vs {_named(other)}: rank {rank} vs rank {len(other.shape or ())}",
-                    "Concat joins tensors of one rank; add the missing axis with op.Unsqueeze or x[:, None]")
-    if not -rank <= axis < rank:
-        return (f"Concat: axis {axis} is out of range for {listed} (rank {rank})",
-                f"the axis of Concat is in [-{rank}, {rank - 1}]")
-    joined = axis % rank
-    for other in tensors[1:]:
-        differing = [a for a in range(rank) if a != joined and (first.shape or ())[a] != (other.shape or ())[a]]
-        if differing:
-            where = differing[0]
-            hint = f"tensors joined on axis {axis} must have the same size on every other axis"
-            if len(differing) == 1 and (first.shape or ())[joined] == (other.shape or ())[joined]:
-                hint += f" (they differ only on axis {where}: did you mean axis={where}?)"
-            return (f"Concat on axis {axis}: {_named(first)} vs {_named(other)}: axis {where} is "
-                    f"{(first.shape or ())[where]} in {first.name} and {(other.shape or ())[where]} in {other.name}",
-                    hint)
-    return None
+    return None  # (a count the sizes do not hold: dsl.shape_rules said so first)
 
 
 def _conv(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
-    if len(operands) < 2 or operands[0].shape is None or operands[1].shape is None:
+    """The bias alone: dsl.shape_rules answers first for the ranks and channels of X and W
+    (so past it, W has X's rank, at least 3)."""
+    if len(operands) < 3 or operands[0].shape is None:
         return None
-    x, w = operands[0], operands[1]
-    x_shape, w_shape = x.shape or (), w.shape or ()
-    layout = "[batch, channels, spatial...]"
-    if len(x_shape) < 3:
-        return (f"Conv: {_named(x)} has rank {len(x_shape)}; Conv needs at least 3 axes",
-                f"Conv reads its input as {layout}: add the batch axis with op.Unsqueeze(x, [0])")
-    if len(w_shape) != len(x_shape):
-        return (f"Conv: {_named(x)} vs {_named(w)}: rank {len(x_shape)} vs rank {len(w_shape)}",
-                f"the weight is [out channels, in channels / group, kernel...] with one kernel size per spatial "
-                f"axis of the input {layout}")
-    group = int(attributes.get("group", 1))
-    if x_shape[1] != w_shape[1] * group:
-        return (f"Conv: {_named(x)} vs {_named(w)}: {x.name} has {x_shape[1]} channels (axis 1); {w.name} takes "
-                f"{w_shape[1]} x group {group} = {w_shape[1] * group}",
-                "the weight is [out channels, in channels / group, kernel...]: check the layer's in_channels "
-                "and that the input is channels-first")
-    if len(operands) > 2 and operands[2].shape is not None and operands[2].shape != (w_shape[0],):
-        return (f"Conv: the bias {_named(operands[2])} does not match the {w_shape[0]} output channels of {w.name}",
-                "the bias has one value per output channel (axis 0 of the weight)")
-    return None
+    w_shape, bias = operands[1].shape, operands[2]
+    if w_shape is None or bias.shape is None or bias.shape == (w_shape[0],):
+        return None
+    return (f"Conv: the bias {_named(bias)} does not match the {w_shape[0]} output channels of {operands[1].name}",
+            "the bias has one value per output channel (axis 0 of the weight)")
 
 
 def _gemm(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
+    """A non-matrix operand alone: dsl.shape_rules answers first for the inner sizes."""
     if len(operands) < 2 or operands[0].shape is None or operands[1].shape is None:
         return None
-    a, b = operands[0], operands[1]
-    if len(a.shape or ()) != 2 or len(b.shape or ()) != 2:
-        bad = a if len(a.shape or ()) != 2 else b
-        return f"Gemm: {_named(bad)} has rank {len(bad.shape or ())}; Gemm multiplies matrices", \
-            "use MatMul (x @ w) for batched inputs, or flatten with op.Reshape"
-    a_axis = 0 if attributes.get("transA", 0) else 1
-    b_axis = 1 if attributes.get("transB", 0) else 0
-    if (a.shape or ())[a_axis] != (b.shape or ())[b_axis]:
-        return (f"Gemm: {_named(a)} vs {_named(b)}: axis {a_axis} of {a.name} is {(a.shape or ())[a_axis]}, "
-                f"axis {b_axis} of {b.name} is {(b.shape or ())[b_axis]} (transA={1 - a_axis}, transB={b_axis})",
-                "Gemm computes A' @ B' with A' = A.T when transA=1 and B' = B.T when transB=1; a torch Linear "
-                "weight [out, in] needs transB=1")
-    return None
+    bad = next((o for o in operands[:2] if len(o.shape or ()) != 2), None)
+    if bad is None:
+        return None
+    return (f"Gemm: {_named(bad)} has rank {len(bad.shape or ())}; Gemm multiplies matrices",
+            "use MatMul (x @ w) for batched inputs, or flatten with op.Reshape")
 
 
 def _gather(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
@@ -183,8 +128,7 @@ def _gather(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanat
     data, indices = operands[0], operands[1].integers()
     shape, axis = data.shape or (), int(attributes.get("axis", 0))
     if not -len(shape) <= axis < len(shape):
-        return (f"Gather: axis {axis} is out of range for {_named(data)}",
-                f"the axis of Gather is in [-{len(shape)}, {len(shape) - 1}]")
+        return None  # (dsl.shape_rules named the axis out of range first)
     size = shape[axis]
     outside = [i for i in indices or () if not -size <= i < size]
     if outside:
@@ -193,25 +137,12 @@ def _gather(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanat
     return None
 
 
-def _expand(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
-    if len(operands) < 2 or operands[0].shape is None:
-        return None
-    asked = operands[1].integers()
-    if asked is None:
-        return None
-    found = broadcast_mismatch(operands[0].shape or (), asked, operands[0].name, "the shape", "Expand")
-    if found is None:
-        return None
-    return found[0], "Expand broadcasts: each size of the input must equal the new size or be 1"
-
-
 def _split(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
     if not operands or operands[0].shape is None:
         return None
     data, shape, axis = operands[0], operands[0].shape or (), int(attributes.get("axis", 0))
     if not -len(shape) <= axis < len(shape):
-        return (f"Split: axis {axis} is out of range for {_named(data)}",
-                f"the axis of Split is in [-{len(shape)}, {len(shape) - 1}]")
+        return None  # (dsl.shape_rules named the axis out of range first)
     sizes = operands[1].integers() if len(operands) > 1 else None
     if sizes is not None and sum(sizes) != shape[axis]:
         return (f"Split: the sizes {_text(sizes)} add up to {sum(sizes)}, axis {axis} of {_named(data)} is "
@@ -220,8 +151,7 @@ def _split(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanati
 
 
 _RULES: dict[str, Callable[[Sequence[Operand], dict[str, Any]], Explanation | None]] = {
-    "Reshape": _reshape, "Concat": _concat, "Conv": _conv, "Gemm": _gemm, "Gather": _gather,
-    "Expand": _expand, "Split": _split,
+    "Reshape": _reshape, "Conv": _conv, "Gemm": _gemm, "Gather": _gather, "Split": _split,
 }
 
 # onnxruntime's status prefix, up to the message it carries.

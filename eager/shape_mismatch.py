@@ -18,7 +18,7 @@ import numpy as np
 from dsl import shape_rules
 from dsl.errors import DslError
 
-__all__ = ["BROADCASTING_OPS", "broadcast_mismatch", "disagreement"]
+__all__ = ["BROADCASTING_OPS", "disagreement"]
 
 BROADCASTING_OPS = shape_rules.BROADCASTING_OPS
 
@@ -53,22 +53,4 @@ def disagreement(
 def _small_ints(array: Any) -> np.ndarray | None:
     if isinstance(array, np.ndarray) and array.dtype.kind in "iu" and array.size <= 64:
         return array
-    return None
-
-
-def _text(shape: Shape) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def broadcast_mismatch(a: Shape, b: Shape, a_name: str, b_name: str, op_type: str) -> tuple[str, str] | None:
-    """``(message, hint)`` naming the last axis where ``a`` and ``b`` do not broadcast, or None."""
-    for offset in range(1, min(len(a), len(b)) + 1):
-        left, right = a[-offset], b[-offset]
-        if left != right and left != 1 and right != 1:
-            return (
-                f"{op_type}: {a_name}: {_text(a)} vs {b_name}: {_text(b)}: axis -{offset} is {left} in {a_name} "
-                f"and {right} in {b_name}",
-                "broadcasting lines shapes up from the last axis; each pair of dimensions must be equal "
-                "or one of them 1 (insert an axis with x[:, None] or op.Unsqueeze)",
-            )
     return None

@@ -187,6 +187,13 @@ def test_gemm_with_transb_reads_the_weight_rows() -> None:
                              "is 128 (transA=0, transB=1)")
 
 
+def test_reshape_to_a_negative_size_other_than_minus_one() -> None:
+    # (sizes whose product is the element count: the compiler's count rule lets them pass)
+    row = np.ones(6, F32)
+    error = _raised(lambda: op.Reshape(row, np.array([-2, -3], np.int64)))
+    assert error.message == "Reshape: the shape [-2, -3] has a negative size other than -1"
+
+
 def test_gather_index_out_of_range() -> None:
     table, ids = np.ones((10, 4), F32), np.array([3, 12], np.int64)
     error = _raised(lambda: op.Gather(table, ids, axis=0))

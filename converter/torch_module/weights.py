@@ -215,39 +215,45 @@ def proto_with_weights(proto: onnx.ModelProto, state: Mapping[str, Any]) -> onnx
     from eager.values import torch_to_numpy
 
     arrays = {onnx_name(key.removeprefix("module.")): value for key, value in state.items()}
-    replaced: set[str] = set()
-    for graph in _graphs(proto.graph):
-        for initializer in graph.initializer:
-            if initializer.name in arrays:
-                _replace(initializer, arrays[initializer.name], torch_to_numpy)
-                replaced.add(initializer.name)
-        for node in graph.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output[0] in arrays:
-                for attribute in node.attribute:
-                    if attribute.name == "value":
-                        _replace(attribute.t, arrays[node.output[0]], torch_to_numpy)
-                        replaced.add(node.output[0])
-    for function in proto.functions:
-        for node in [node for graph in _graphs_of(function.node) for node in graph]:
-            key = function_weight_name(function.domain, function.name, node.output[0] if node.output else "")
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and key in arrays:
-                for attribute in node.attribute:
-                    if attribute.name == "value":
-                        _replace(attribute.t, arrays[key], torch_to_numpy)
-                        replaced.add(key)
-    unknown = sorted(set(arrays) - replaced)
+    places = _weight_tensors(proto)
+    for name, tensors in places.items():
+        if name in arrays:
+            for tensor in tensors:
+                _replace(tensor, arrays[name], torch_to_numpy)
+    unknown = sorted(set(arrays) - places.keys())
     if unknown:
-        known = sorted({tensor.name for graph in _graphs(proto.graph) for tensor in graph.initializer}
-                       | {node.output[0] for graph in _graphs(proto.graph) for node in graph.node
-                          if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output}
-                       | {function_weight_name(function.domain, function.name, node.output[0])
-                          for function in proto.functions for graph in _graphs_of(function.node) for node in graph
-                          if node.op_type == "Constant" and node.output})
         raise ConversionError(
             f"the model has no weight named {', '.join(map(repr, unknown[:5]))}",
-            hint=_unknown_hint(unknown, known, arrays, replaced),
+            hint=_unknown_hint(unknown, sorted(places), arrays, set(arrays) & places.keys()),
         )
     return proto
+
+
+def _weight_tensors(proto: onnx.ModelProto) -> dict[str, list[onnx.TensorProto]]:
+    """The tensors a ``state_dict`` key can replace, by the ONNX name it carries: the
+    initializers and ``Constant`` values of every graph (one name may lie in several), and
+    the ``Constant`` values of model-local function bodies (:func:`function_weight_name`)."""
+    places: dict[str, list[onnx.TensorProto]] = {}
+    for graph in _graphs(proto.graph):
+        for initializer in graph.initializer:
+            places.setdefault(initializer.name, []).append(initializer)
+        for node in graph.node:
+            for tensor in _constant_values(node):
+                places.setdefault(node.output[0], []).append(tensor)
+    for function in proto.functions:
+        for nodes in _graphs_of(function.node):
+            for node in nodes:
+                for tensor in _constant_values(node):
+                    places.setdefault(function_weight_name(function.domain, function.name, node.output[0]),
+                                      []).append(tensor)
+    return places
+
+
+def _constant_values(node: onnx.NodeProto) -> list[onnx.TensorProto]:
+    """The ``value`` tensor of an ai.onnx ``Constant`` node with an output (none otherwise)."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
+        return []
+    return [attribute.t for attribute in node.attribute if attribute.name == "value"]
 
 
 def _unknown_hint(unknown: list[str], known: list[str], arrays: Mapping[str, Any], placed: set[str]) -> str:
