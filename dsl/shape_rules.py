@@ -279,7 +279,11 @@ def _matmul(call: _Call) -> list[Shape]:
 
 def _gemm(call: _Call) -> list[Shape]:
     a, b = call.shape(0), call.shape(1)
-    if a is None or b is None or len(a) != 2 or len(b) != 2:
+    for index, shape in ((0, a), (1, b)):
+        if shape is not None and len(shape) != 2:
+            raise call.fail(f"{call.operand(index)} has rank {len(shape)}, but Gemm multiplies matrices (rank 2)",
+                            "use op.MatMul (or x @ w) for inputs with batch axes, or reshape them to [M, K]")
+    if a is None or b is None:
         return [None]
     trans_a, trans_b = bool(call.attribute("transA", 0)), bool(call.attribute("transB", 0))
     inner_a, inner_b = (0 if trans_a else 1), (1 if trans_b else 0)

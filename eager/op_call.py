@@ -434,11 +434,18 @@ def _prepare(
         shape_rules.check_attributes(op.name, kwargs, location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
-        return build_kernel(spec)
+        kernel = build_kernel(spec)
     except KernelBuildError as err:
         backend_messages = {"onnxruntime": err.ort_message, "onnx.reference": err.reference_message}
         operands, found = _explained(op, arrays, signature, _attribute_values(protos))
         raise _failure(op, operands, found, signature, backend_messages, location) from None
+    if kernel.backend == "onnx.reference" and kernel.fallback_reason:
+        # onnxruntime refused the call; onnx.reference may still run what no model may hold
+        # (Gemm of a rank-3 input): the compiler's rules decide, as they would compiled
+        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        if found is not None:
+            raise _failure(op, operands, found, signature, {"onnxruntime": kernel.fallback_reason}, location)
+    return kernel
 
 
 def _check_value_kinds(op: Op, facts: OpFacts, signature: Signature, location: Any) -> None:

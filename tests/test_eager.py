@@ -402,14 +402,14 @@ def test_cast_to_float4_runs_on_whichever_backend_can() -> None:
         assert report.reason
 
 
-def test_both_backends_failing_is_one_error_with_their_texts_kept() -> None:
+def test_a_refused_call_is_one_error_with_the_backend_texts_kept() -> None:
     x = np.ones(3, dtype=F32)
     with pytest.raises(EagerError) as caught:
         op.Conv(x, x)
     assert caught.value.message == "Conv: x: [3] has rank 1, but X is [N, C, spatial...]"
     assert "onnxruntime" not in str(caught.value) and "onnx.reference" not in str(caught.value)
     reports = caught.value.backend_messages  # (each backend's own words, for debugging)
-    assert set(reports) == {"onnxruntime", "onnx.reference"} and all(reports.values())
+    assert "onnxruntime" in reports and all(reports.values())  # (onnx.reference is not asked once a rule explains)
 
 
 def test_runtime_shape_mismatch_names_operands_and_axis() -> None:

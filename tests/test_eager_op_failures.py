@@ -38,6 +38,10 @@ def _report(code: str, message: str, hint: str) -> str:
     return f"{__file__}:{lines[0]}:{column + 1}: error: {message}\n    {text.strip()}\n    {caret}\nhint: {hint}"
 
 
+def _line_of(code: str) -> int:
+    return next(number for number, text in enumerate(SOURCE, 1) if text.strip() == code)
+
+
 def _raised(call, error: type[Exception] = EagerError) -> Exception:
     with pytest.raises(error) as caught:
         call()
@@ -178,6 +182,29 @@ def test_gemm_with_an_untransposed_linear_weight() -> None:
         "Gemm: x: [2, 256] vs weight: [64, 256]: axis 1 of x is 256, axis 0 of weight is 64 (transA=0, transB=0)",
         "Gemm multiplies A [M, K] by B [K, N] after the transposes transA/transB ask for; set transB=1 for a weight "
         "stored [N, K]")
+
+
+def test_gemm_of_a_batched_input_is_refused_though_onnx_reference_would_run_it() -> None:
+    batch, weight = np.ones((2, 3, 8), F32), np.ones((8, 4), F32)
+    error = _raised(lambda: op.Gemm(batch, weight))
+    assert str(error) == _report(
+        "op.Gemm(batch, weight)", "Gemm: batch: [2, 3, 8] has rank 3, but Gemm multiplies matrices (rank 2)",
+        "use op.MatMul (or x @ w) for inputs with batch axes, or reshape them to [M, K]")
+    assert set(error.backend_messages) == {"onnxruntime"}  # (onnx.reference was not asked to run it)
+
+
+@script()
+def batched_gemm(tokens: FLOAT[2, 3, 8], weight: FLOAT[8, 4]) -> FLOAT[2, 3, 4]:
+    return op.Gemm(tokens, weight)
+
+
+def test_gemm_of_a_batched_input_is_refused_compiled_with_the_same_message() -> None:
+    from dsl import DslError
+
+    with pytest.raises(DslError) as caught:
+        batched_gemm.to_model_proto()
+    assert caught.value.message == "Gemm: tokens: [2, 3, 8] has rank 3, but Gemm multiplies matrices (rank 2)"
+    assert caught.value.location is not None and caught.value.location.line == _line_of("return op.Gemm(tokens, weight)")
 
 
 def test_gemm_with_transb_reads_the_weight_rows() -> None:
