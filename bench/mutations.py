@@ -550,6 +550,14 @@ MUTATIONS = [
     # ----------------------------------------------------------- the subgraph check before a walk
     Mutation("MS1", "no node is seen to hold a subgraph (the If/Loop bodies not renamed by a merge)", "dsl/ir.py",
              "    return not kinds.isdisjoint(_GRAPH_KINDS)", "    return False", MERGE),
+    Mutation("LC1", "a warm session's quick input check ignores the declared sizes", "eager/model_inputs.py",
+             "    return all(shape[axis] == size for axis, size in fixed)", "    return True",
+             ("tests/test_eager_model_session.py",)),
+    Mutation("LC2", "a warm session's quick input check ignores the dtype", "eager/model_inputs.py",
+             "    if value.dtype != dtype or value.ndim != rank:", "    if value.ndim != rank:",
+             ("tests/test_eager_model_session.py",)),
+    Mutation("LC3", "the session cache knows a path by its name, size and time only", "eager/model_session.py",
+             "stat.st_dev, stat.st_ino, stat.st_size", "stat.st_dev, stat.st_size", ("tests/test_eager_model_session.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -185,7 +185,7 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     if session is None:
         return None
     env: dict[str, Any] = dict.fromkeys(session.defaults, _DEFAULT)
-    bind_inputs(session.input_names, inputs, session.declared, env)
+    bind_inputs(session.input_names, inputs, session.declared, env, session.quick)
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
     if not session.loops_within_limit(feeds):
         return None

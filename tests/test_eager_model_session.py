@@ -16,7 +16,7 @@ import onnx.numpy_helper
 import pytest
 
 import eager
-from dsl import EagerError, ir
+from dsl import DslError, EagerError, ir
 from tests.test_eager_run import _MODEL_DIRS, _load_pb, _why_no_backend_runs, make_model
 
 F32 = np.float32
@@ -250,3 +250,48 @@ def test_a_loop_whose_trip_count_is_computed_runs_node_by_node() -> None:
     eager.clear_cache()
     eager.run(model, feeds)
     assert eager.cache_info().misses > 0  # node by node: its trip count is known only while running
+
+
+def _scaled_model(factor: float) -> onnx.ModelProto:
+    return make_model(
+        [oh.make_node("Mul", ["x", "k"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, ["N", 3])],
+        [oh.make_tensor_value_info("y", TF, ["N", 3])],
+        [onnx.numpy_helper.from_array(np.array(factor, F32), "k")],
+    )
+
+
+def test_a_path_names_the_file_it_reaches_now(tmp_path, monkeypatch) -> None:
+    """The session cache knows a path by the file it reaches: a link pointed elsewhere, or
+    the same relative path read from another working directory, runs the other model."""
+    eager.clear_cache()
+    x = np.array([[1.0, 2.0, 3.0]], F32)
+    for index, factor in enumerate((2.0, 3.0)):
+        (tmp_path / f"d{index}").mkdir()
+        onnx.save_model(_scaled_model(factor), str(tmp_path / f"d{index}" / "m.onnx"))
+        os.utime(tmp_path / f"d{index}" / "m.onnx", ns=(10**18, 10**18))  # (same size and time: only the file differs)
+    link = tmp_path / "link.onnx"
+    link.symlink_to(tmp_path / "d0" / "m.onnx")
+    np.testing.assert_array_equal(eager.run(str(link), [x])[0], x * 2)
+    link.unlink()
+    link.symlink_to(tmp_path / "d1" / "m.onnx")
+    np.testing.assert_array_equal(eager.run(str(link), [x])[0], x * 3)
+    for index, factor in enumerate((2.0, 3.0)):
+        monkeypatch.chdir(tmp_path / f"d{index}")
+        np.testing.assert_array_equal(eager.run("m.onnx", [x], capture=True).values["y"], x * factor)
+    assert eager.model_cache_info().misses == 4  # (link twice, the relative path twice)
+
+
+@pytest.mark.parametrize("given, message", [
+    (np.zeros((1, 3), np.float64), "is FLOAT, got DOUBLE"),
+    (np.zeros((1, 3, 1), F32), "rank 2"),
+    (np.zeros((1, 4), F32), "size 3 on axis 1"),
+])
+def test_a_warm_session_still_checks_each_input(given, message) -> None:
+    """The declared type read once per session still refuses a mistyped input on a warm call."""
+    model = _scaled_model(2.0)
+    x = np.ones((5, 3), F32)
+    np.testing.assert_array_equal(eager.run(model, [x])[0], x * 2)  # (warm: the session is built)
+    np.testing.assert_array_equal(eager.run(model, {"x": np.ones((2, 3), F32)})[0], 2)
+    with pytest.raises(DslError, match=message):
+        eager.run(model, [given])
