@@ -297,3 +297,63 @@ def test_a_warm_session_still_checks_each_input(given, message, caplog) -> None:
     with caplog.at_level("INFO", logger="eager"), pytest.raises(DslError, match=message):
         eager.run(model, [given])
     assert not [r for r in caplog.records if "node by node" in r.getMessage()]
+
+
+_CONSTANT_DTYPES = [np.float32, np.float64, np.float16, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                    np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _constants_model(then_constant: bool) -> onnx.ModelProto:
+    """Constants of every plain type in the main graph and in the branches of an If."""
+    nodes = []
+    for index, dtype in enumerate(_CONSTANT_DTYPES):
+        value = (np.arange(6).reshape(2, 3) % 3 - 1).astype(dtype)
+        tensor = (onnx.numpy_helper.from_array(value) if index else  # (c0 in float_data, not raw bytes)
+                  oh.make_tensor("c0", TF, value.shape, value.flatten().tolist()))
+        nodes.append(oh.make_node("Constant", [], [f"c{index}"], value=tensor))
+    nodes.append(oh.make_node("Add", ["x", "c0"], ["s"]))
+    branch = [oh.make_node("Constant", [], ["k"], value=onnx.numpy_helper.from_array(np.full((2, 3), 5, F32))),
+              oh.make_node("Mul", ["s", "k"], ["m"])]
+    other = [oh.make_node("Neg", ["s"], ["m"])]
+    out = [oh.make_tensor_value_info("m", TF, [2, 3])]
+    nodes.append(oh.make_node("Constant", [], ["cond"], value=onnx.numpy_helper.from_array(np.array(then_constant))))
+    nodes.append(oh.make_node("If", ["cond"], ["y"], then_branch=oh.make_graph(branch, "then", [], out),
+                              else_branch=oh.make_graph(other, "else", [], out)))
+    nodes.append(oh.make_node("Sub", ["y", "c0"], ["z"]))
+    return make_model(nodes, [oh.make_tensor_value_info("x", TF, [2, 3])],
+                      [oh.make_tensor_value_info("z", TF, [2, 3]), oh.make_tensor_value_info("c7", onnx.TensorProto.INT64,
+                                                                                             [2, 3])])
+
+
+@pytest.mark.parametrize("then_constant", [True, False])
+def test_constant_values_are_captured_as_onnxruntime_returns_them(then_constant) -> None:
+    """Constant nodes' values (read once from the node, not fetched from onnxruntime) are
+    bit-identical to the values onnxruntime returns, same dtype, in execution order, on
+    every call (read-only: shared between runs), If branches included."""
+    import onnxruntime
+
+    eager.clear_cache()
+    model = _constants_model(then_constant)
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    names = [name for node in model.graph.node for name in node.output]
+    whole = onnx.ModelProto()
+    whole.CopyFrom(model)
+    for name in names:
+        if name not in ("z", "c7"):
+            whole.graph.output.add(name=name)
+    oracle = onnxruntime.InferenceSession(whole.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in whole.graph.output], oracle.run(None, {"x": x})))
+    slow = eager.run(model, [x], capture=True, node_by_node=True)
+    for _ in range(3):  # (the third call runs the If inlined)
+        fast = eager.run(model, [x], capture=True)
+        assert list(fast.values) == list(slow.values)
+        for name in names:
+            assert fast.values[name].dtype == expected[name].dtype, name
+            np.testing.assert_array_equal(fast.values[name], expected[name], err_msg=name)
+        np.testing.assert_array_equal(fast.outputs[1], expected["c7"])
+        branch = "then_branch" if then_constant else "else_branch"
+        inside = [name for name in fast.values if name.startswith("If")]
+        assert inside == [name for name in slow.values if name.startswith("If")] and inside
+        assert all(name.startswith("If") and branch in name for name in inside if "/" in name)
+        with pytest.raises(ValueError):
+            fast.values["c0"][0, 0] = 7  # (read-only: the next run returns the same array)
