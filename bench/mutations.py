@@ -552,6 +552,25 @@ MUTATIONS = [
     # ----------------------------------------------------------- the subgraph check before a walk
     Mutation("MS1", "no node is seen to hold a subgraph (the If/Loop bodies not renamed by a merge)", "dsl/ir.py",
              "    return not kinds.isdisjoint(_GRAPH_KINDS)", "    return False", MERGE),
+    Mutation("LC1", "a warm session's quick input check ignores the declared sizes", "eager/model_inputs.py",
+             "    return all(shape[axis] == size for axis, size in fixed)", "    return True",
+             ("tests/test_eager_model_session.py",)),
+    Mutation("LC2", "a warm session's quick input check ignores the dtype", "eager/model_inputs.py",
+             "    if value.dtype != dtype or value.ndim != rank:", "    if value.ndim != rank:",
+             ("tests/test_eager_model_session.py",)),
+    Mutation("LC3", "the session cache knows a path by its name, size and time only", "eager/model_session.py",
+             "stat.st_dev, stat.st_ino, stat.st_size", "stat.st_dev, stat.st_size", ("tests/test_eager_model_session.py",)),
+    Mutation("LC4", "a Constant's captured value is writable (shared by every run)", "eager/captured_values.py",
+             "    array.flags.writeable = False\n    return array", "    return array", ("tests/test_eager_model_session.py",)),
+    Mutation("LC5", "Constant values captured first, not in execution order", "eager/captured_values.py",
+             "steps.append((len(names), name, constant))", "steps.append((0, name, constant))",
+             ("tests/test_eager_model_session.py",)),
+    Mutation("LC6", "the inlined If run drops the Constant values", "eager/model_runner.py",
+             'capture_graph(plan, results, captured, captured, "", None, None)',
+             "captured.update(zip(plan.run_names[:plan.n_captured], results))", ("tests/test_eager_model_session.py",)),
+    Mutation("LC7", "a Constant of any type is read from the node (float16 as float32)", "eager/captured_values.py",
+             "    array = onnx.numpy_helper.to_array(tensor)", "    array = onnx.numpy_helper.to_array(tensor).astype("
+             "np.float32 if tensor.data_type == onnx.TensorProto.FLOAT16 else None)", ("tests/test_eager_model_session.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -8,7 +8,10 @@ sits among them, so a warm run is one ``dict.update`` per stretch of plain nodes
 than Python work per value.  onnxruntime's ``run`` already returns its outputs as numpy
 arrays without a Python object per intermediate ``OrtValue``; I/O binding and
 ``run_with_ort_values`` measured slower for hundreds of small outputs, so results are
-taken as they come.
+taken as they come.  Constant nodes' values are not asked for: they are read from the
+nodes once per plan (read-only, shared by every run, as the initializers are), since
+fetching a copy of each weight a model keeps in Constant nodes cost a captured run more
+than the model's own work.
 
 The values inside an If branch come from one more session: the branch taken, made a
 model of its own whose inputs are the outer values it reads (typed from the arrays at
@@ -28,11 +31,12 @@ from typing import Any, Protocol
 import numpy as np
 import onnx
 import onnx.helper
+import onnx.numpy_helper
 
 from eager import values
 from eager.kernels import LOGGER
 
-__all__ = ["BranchSessions", "CapturePlan", "InlinedBranches", "NodeRerun", "capture_graph"]
+__all__ = ["BranchSessions", "CapturePlan", "InlinedBranches", "NodeRerun", "capture_graph", "constant_value"]
 
 
 class NodeRerun(Protocol):
@@ -48,56 +52,109 @@ class CapturePlan:
     ``run_names``: the captured node outputs in execution order (the first
     ``n_captured``), then the values reruns read and the graph outputs not yet listed;
     ``inner``: ``(position in run_names, node index, node)`` for each node whose inside
-    is captured too, rerun once the values before it are in.
+    is captured too, rerun once the values before it are in; ``steps``: those, and the
+    outputs of Constant nodes ``(position, name, array)``, in node order.  A Constant's
+    value does not depend on the inputs: it is read from the node once, kept read-only
+    (as the initializers are) and not asked of onnxruntime, whose fetched copy of every
+    weight held in a Constant costs a captured run more than the model's own work.
     """
 
-    __slots__ = ("inner", "n_captured", "run_names")
+    __slots__ = ("inner", "n_captured", "run_names", "steps")
 
     def __init__(self, graph: onnx.GraphProto, selection: frozenset[str] | None, output_names: list[str],
                  functions: Mapping[tuple[str, str], Any]) -> None:
         names: list[str] = []
         seen: set[str] = set()
         inner: list[tuple[int, int, onnx.NodeProto]] = []
+        steps: list[tuple[int, Any, Any]] = []
         read_by_reruns: list[str] = []
         for index, node in enumerate(graph.node):
             if _has_inside(node, functions) and (selection is None or _selects_inside(selection, index, node)):
                 inner.append((len(names), index, node))
+                steps.append((len(names), index, node))
                 read_by_reruns += [name for name in node.input if name]
                 read_by_reruns += outer_names(node)
+            constant = constant_value(node)
             for name in node.output:
                 if name and name not in seen and (selection is None or name in selection):
-                    names.append(name)
+                    if constant is not None:
+                        steps.append((len(names), name, constant))
+                    else:
+                        names.append(name)
                     seen.add(name)
         self.n_captured = len(names)
+        fetched = set(names)
         produced = {name for node in graph.node for name in node.output if name}
         for name in [*read_by_reruns, *output_names]:
-            if name not in seen and (name in produced or name in output_names):
+            if name not in fetched and (name in produced or name in output_names):
                 names.append(name)
-                seen.add(name)
+                fetched.add(name)
         self.run_names = names
         self.inner = inner
+        self.steps = steps
+
+
+_CONSTANT_KINDS = frozenset("biuf")
+
+
+def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The read-only value of a Constant node whose ``value`` tensor numpy holds exactly as
+    onnxruntime returns it (numbers and booleans, data in the node); None otherwise."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.attribute) != 1:
+        return None
+    attribute = node.attribute[0]
+    if attribute.name != "value" or attribute.type != onnx.AttributeProto.TENSOR:
+        return None
+    tensor = attribute.t
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.data_type not in _PLAIN_TYPES:
+        return None
+    try:
+        array = onnx.numpy_helper.to_array(tensor)
+    except Exception:  # (a malformed tensor: onnxruntime's run reports it)
+        return None
+    if array.dtype.kind not in _CONSTANT_KINDS:
+        return None
+    array.flags.writeable = False
+    return array
+
+
+_PLAIN_TYPES = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BOOL,
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+})
 
 
 def capture_graph(plan: CapturePlan, results: list[Any], scope: MutableMapping[str, Any], captured: dict[str, Any],
-                  prefix: str, branches: BranchSessions, rerun: NodeRerun) -> None:
+                  prefix: str, branches: BranchSessions | None, rerun: NodeRerun | None) -> None:
     """Put a session's results into ``captured`` (under ``prefix``) in execution order,
-    the values inside If/Loop/function-call nodes just before each such node's outputs.
-    ``scope``: every value the graph's reruns may read, by its own name."""
+    the values inside If/Loop/function-call nodes just before each such node's outputs,
+    the Constant nodes' values in their place.
+    ``scope``: every value the graph's reruns may read, by its own name (``branches``
+    and ``rerun`` may be None for a plan without :attr:`CapturePlan.inner`)."""
     names = plan.run_names
     start = 0
-    for position, index, node in plan.inner:
-        captured.update(zip([prefix + name for name in names[start:position]], results[start:position])
-                        if prefix else zip(names[start:position], results[start:position]))
+    for position, index, step in plan.steps:
+        _put(names[start:position], results[start:position], captured, prefix)
+        start = position
+        if isinstance(step, np.ndarray):
+            captured[prefix + index] = step
+            continue
+        assert branches is not None and rerun is not None  # (a plan with inner nodes gets both)
+        node = step
         inside = f"{prefix}{node.name or f'{node.op_type}{index}'}/"
         if not (node.op_type == "If" and node.domain in ("", "ai.onnx")
                 and branches.capture_if(node, scope, captured, inside, rerun)):
             rerun(index, node, collections.ChainMap({}, scope), {}, prefix)
-        start = position
     end = plan.n_captured
+    _put(names[start:end], results[start:end], captured, prefix)
+
+
+def _put(names: list[str], results: list[Any], captured: dict[str, Any], prefix: str) -> None:
     if prefix:
-        captured.update(zip([prefix + name for name in names[start:end]], results[start:end]))
+        captured.update(zip([prefix + name for name in names], results))
     else:
-        captured.update(zip(names[start:end], results[start:end]))
+        captured.update(zip(names, results))
 
 
 class BranchSessions:
@@ -308,7 +365,9 @@ class InlinedBranches:
             else:
                 graph.node.append(node)
         functions = {(f.domain, f.name): f for f in self.model.functions}
-        plan = CapturePlan(graph, None, [o.name for o in graph.output], functions)
+        produced = {name for node in graph.node for name in node.output}
+        conditions = [name for name in self.conditions if name in produced]  # (read by taken(): fetched)
+        plan = CapturePlan(graph, None, [*(o.name for o in graph.output), *conditions], functions)
         defined = [name for node in graph.node for name in node.output if name]
         defined += [t.name for t in graph.initializer] + [v.name for v in graph.input]
         if plan.inner or len(set(defined)) != len(defined):  # (a Loop to rerun, or a prefixed name taken)

@@ -19,10 +19,47 @@ from dsl.errors import DslTypeError, EagerError, ModelLoadError, ModelWarning
 from eager import values
 from eager.call_site import caller_location
 
-__all__ = ["as_value", "bind_inputs", "check_declared"]
+__all__ = ["as_value", "bind_inputs", "check_declared", "quick_checks"]
 
 
-def bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProto], env: dict[str, Any]) -> None:
+QuickCheck = tuple[np.dtype, int, tuple[tuple[int, int], ...]]
+
+
+def quick_checks(declared: dict[str, onnx.TypeProto]) -> dict[str, QuickCheck]:
+    """Per input, what an array that passes :func:`check_declared` has: its dtype, rank
+    and the fixed sizes ``(axis, size)``; read once per model so a warm run compares
+    three things instead of walking the TypeProto.  Inputs whose declaration a dtype
+    cannot say exactly (no tensor type, an element type that shares its numpy dtype,
+    a negative size that warns) are left out: they take the full check.
+
+    >>> import onnx.helper as oh
+    >>> quick_checks({"x": oh.make_tensor_type_proto(1, [2, "n"])})["x"]
+    (dtype('float32'), 2, ((0, 2),))
+    """
+    found: dict[str, QuickCheck] = {}
+    for name, proto in declared.items():
+        tensor_type = proto.tensor_type if proto.HasField("tensor_type") else None
+        if tensor_type is None or not tensor_type.elem_type or not tensor_type.HasField("shape"):
+            continue
+        try:
+            dtype = np.dtype(types.numpy_dtype(tensor_type.elem_type))
+        except Exception:  # (any element type numpy cannot hold: the full check names it)
+            continue
+        if values.elem_type_of_array(np.empty(0, dtype)) != tensor_type.elem_type or dtype.kind in "OUS":
+            continue
+        dims = tensor_type.shape.dim
+        if any(d.HasField("dim_value") and d.dim_value < 0 for d in dims):
+            continue
+        fixed = tuple((axis, d.dim_value) for axis, d in enumerate(dims) if d.HasField("dim_value"))
+        found[name] = (dtype, len(dims), fixed)
+    return found
+
+
+def bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProto], env: dict[str, Any],
+                quick: dict[str, QuickCheck] | None = None) -> None:
+    """Bind ``inputs`` (a list in order, or a dict by name) to ``names`` in ``env``,
+    each checked against its declared type (``quick``: :func:`quick_checks` of
+    ``declared``, which a numpy input matching it passes without the full check)."""
     if isinstance(inputs, dict):
         unknown = [name for name in inputs if name not in names]
         if unknown:
@@ -47,9 +84,22 @@ def bind_inputs(names: list[str], inputs: Any, declared: dict[str, onnx.TypeProt
                 continue
             raise EagerError(f"input {name!r} of the model is missing", caller_location(),
                              hint=f"its inputs are: {', '.join(names)}")
-        value = as_value(given[name])
+        value = given[name]
+        expected = quick.get(name) if quick is not None else None
+        if expected is not None and type(value) is np.ndarray and _passes(value, expected):
+            env[name] = value
+            continue
+        value = as_value(value)
         check_declared(name, value, declared.get(name))
         env[name] = value
+
+
+def _passes(value: np.ndarray, expected: QuickCheck) -> bool:
+    dtype, rank, fixed = expected
+    if value.dtype != dtype or value.ndim != rank:
+        return False
+    shape = value.shape
+    return all(shape[axis] == size for axis, size in fixed)
 
 
 def as_value(value: Any) -> Any:

@@ -185,7 +185,7 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
     if session is None:
         return None
     env: dict[str, Any] = dict.fromkeys(session.defaults, _DEFAULT)
-    bind_inputs(session.input_names, inputs, session.declared, env)
+    bind_inputs(session.input_names, inputs, session.declared, env, session.quick)
     feeds = {name: value for name, value in env.items() if value is not _DEFAULT}
     if not session.loops_within_limit(feeds):
         return None
@@ -195,7 +195,7 @@ def _run_in_one_session(obj: Any, inputs: list[Any] | dict[str, Any], capture: b
         inlined = session.inlined.run(feeds, captured)
         if inlined is not None:  # (the If branches taken last time, in one session: see InlinedBranches)
             plan, results, by_name = inlined
-            captured.update(zip(plan.run_names[:plan.n_captured], results))
+            capture_graph(plan, results, captured, captured, "", None, None)
             return RunResult([by_name[name] for name in session.output_names], captured)
     try:
         results = session.run(feeds)

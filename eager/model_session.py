@@ -12,7 +12,7 @@ data; onnxruntime reads the weights itself from the model's folder.
 Sessions are cached per model and input signature in :data:`MODEL_SESSIONS` (the same
 LRU class as the one-op kernels, :func:`eager.set_model_cache_size`,
 :func:`eager.model_cache_info`, :func:`eager.clear_cache`).  A path is recognised by
-its real path, size and modification time; bytes by a hash of their content; a proto,
+its device and inode (and the path as given), size and modification time; bytes by a hash of their content; a proto,
 IR object or ``@script`` function by identity (the entry holds it, so the identity
 stays unique) and by a cheap fingerprint (the proto's size; the IR's node and weight
 objects).  A model changed in place in a way the fingerprint cannot see (a weight's
@@ -42,6 +42,7 @@ from dsl.onnxruntime_limits import max_ir_version, max_opset
 from eager.backend_policy import reference_reason
 from eager.captured_values import BranchSessions, CapturePlan, InlinedBranches
 from eager.kernels import LOGGER
+from eager.model_inputs import quick_checks
 from eager.sessions import MODEL_SESSIONS
 
 __all__ = ["ModelSession", "prepared"]
@@ -71,6 +72,7 @@ class ModelSession:
         "owner",
         "plan",
         "proto",
+        "quick",
         "run_names",
         "weights",
     )
@@ -82,6 +84,7 @@ class ModelSession:
         self.base_dir = base_dir
         self.input_names = [v.name for v in graph.input]
         self.declared = {v.name: v.type for v in graph.input}
+        self.quick = quick_checks(self.declared)
         initializer_names = {t.name for t in graph.initializer}
         self.defaults = [name for name in self.input_names if name in initializer_names]
         self.output_names = [v.name for v in graph.output]
@@ -212,12 +215,16 @@ def _build(obj: Any, capture: bool | frozenset[str]) -> ModelSession | _Refused:
 
 def _source_key(obj: Any) -> tuple[Any, ...] | None:
     if isinstance(obj, (str, os.PathLike)):
-        path = os.path.realpath(os.fspath(obj))
+        # One stat of the path as given (it follows links): the file's device and inode
+        # name it as its real path would, without a system call per path component; a
+        # relative path is keyed with the working directory it is read from.
+        path = os.fspath(obj)
         try:
             stat = os.stat(path)
-        except OSError:
+        except (OSError, ValueError):
             return None
-        return ("path", path, stat.st_size, stat.st_mtime_ns)
+        folder = "" if os.path.isabs(path) else os.getcwd()
+        return ("path", path, folder, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if isinstance(obj, (bytes, bytearray)):
         return ("bytes", hashlib.blake2b(obj, digest_size=16).digest())
     if isinstance(obj, (onnx.ModelProto, onnx.GraphProto)):

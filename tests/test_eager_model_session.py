@@ -16,7 +16,7 @@ import onnx.numpy_helper
 import pytest
 
 import eager
-from dsl import EagerError, ir
+from dsl import DslError, EagerError, ir
 from tests.test_eager_run import _MODEL_DIRS, _load_pb, _why_no_backend_runs, make_model
 
 F32 = np.float32
@@ -250,3 +250,110 @@ def test_a_loop_whose_trip_count_is_computed_runs_node_by_node() -> None:
     eager.clear_cache()
     eager.run(model, feeds)
     assert eager.cache_info().misses > 0  # node by node: its trip count is known only while running
+
+
+def _scaled_model(factor: float) -> onnx.ModelProto:
+    return make_model(
+        [oh.make_node("Mul", ["x", "k"], ["y"])],
+        [oh.make_tensor_value_info("x", TF, ["N", 3])],
+        [oh.make_tensor_value_info("y", TF, ["N", 3])],
+        [onnx.numpy_helper.from_array(np.array(factor, F32), "k")],
+    )
+
+
+def test_a_path_names_the_file_it_reaches_now(tmp_path, monkeypatch) -> None:
+    """The session cache knows a path by the file it reaches: a link pointed elsewhere, or
+    the same relative path read from another working directory, runs the other model."""
+    eager.clear_cache()
+    x = np.array([[1.0, 2.0, 3.0]], F32)
+    for index, factor in enumerate((2.0, 3.0)):
+        (tmp_path / f"d{index}").mkdir()
+        onnx.save_model(_scaled_model(factor), str(tmp_path / f"d{index}" / "m.onnx"))
+        os.utime(tmp_path / f"d{index}" / "m.onnx", ns=(10**18, 10**18))  # (same size and time: only the file differs)
+    link = tmp_path / "link.onnx"
+    link.symlink_to(tmp_path / "d0" / "m.onnx")
+    np.testing.assert_array_equal(eager.run(str(link), [x])[0], x * 2)
+    link.unlink()
+    link.symlink_to(tmp_path / "d1" / "m.onnx")
+    np.testing.assert_array_equal(eager.run(str(link), [x])[0], x * 3)
+    for index, factor in enumerate((2.0, 3.0)):
+        monkeypatch.chdir(tmp_path / f"d{index}")
+        np.testing.assert_array_equal(eager.run("m.onnx", [x], capture=True).values["y"], x * factor)
+    assert eager.model_cache_info().misses == 4  # (link twice, the relative path twice)
+
+
+@pytest.mark.parametrize("given, message", [
+    (np.zeros((1, 3), np.float64), "is FLOAT, got DOUBLE"),
+    (np.zeros((1, 3, 1), F32), "rank 2"),
+    (np.zeros((1, 4), F32), "size 3 on axis 1"),
+])
+def test_a_warm_session_still_checks_each_input(given, message, caplog) -> None:
+    """The declared type read once per session still refuses a mistyped input on a warm
+    call, before onnxruntime sees it (no failed whole-model run, no node-by-node rerun)."""
+    model = _scaled_model(2.0)
+    x = np.ones((5, 3), F32)
+    np.testing.assert_array_equal(eager.run(model, [x])[0], x * 2)  # (warm: the session is built)
+    np.testing.assert_array_equal(eager.run(model, {"x": np.ones((2, 3), F32)})[0], 2)
+    with caplog.at_level("INFO", logger="eager"), pytest.raises(DslError, match=message):
+        eager.run(model, [given])
+    assert not [r for r in caplog.records if "node by node" in r.getMessage()]
+
+
+_CONSTANT_DTYPES = [np.float32, np.float64, np.float16, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                    np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _constants_model(then_constant: bool) -> onnx.ModelProto:
+    """Constants of every plain type in the main graph and in the branches of an If."""
+    nodes = []
+    for index, dtype in enumerate(_CONSTANT_DTYPES):
+        value = (np.arange(6).reshape(2, 3) % 3 - 1).astype(dtype)
+        tensor = (onnx.numpy_helper.from_array(value) if index else  # (c0 in float_data, not raw bytes)
+                  oh.make_tensor("c0", TF, value.shape, value.flatten().tolist()))
+        nodes.append(oh.make_node("Constant", [], [f"c{index}"], value=tensor))
+    nodes.append(oh.make_node("Add", ["x", "c0"], ["s"]))
+    branch = [oh.make_node("Constant", [], ["k"], value=onnx.numpy_helper.from_array(np.full((2, 3), 5, F32))),
+              oh.make_node("Mul", ["s", "k"], ["m"])]
+    other = [oh.make_node("Neg", ["s"], ["m"])]
+    out = [oh.make_tensor_value_info("m", TF, [2, 3])]
+    nodes.append(oh.make_node("Constant", [], ["cond"], value=onnx.numpy_helper.from_array(np.array(then_constant))))
+    nodes.append(oh.make_node("If", ["cond"], ["y"], then_branch=oh.make_graph(branch, "then", [], out),
+                              else_branch=oh.make_graph(other, "else", [], out)))
+    nodes.append(oh.make_node("Sub", ["y", "c0"], ["z"]))
+    return make_model(nodes, [oh.make_tensor_value_info("x", TF, [2, 3])],
+                      [oh.make_tensor_value_info("z", TF, [2, 3]), oh.make_tensor_value_info("c7", onnx.TensorProto.INT64,
+                                                                                             [2, 3])])
+
+
+@pytest.mark.parametrize("then_constant", [True, False])
+def test_constant_values_are_captured_as_onnxruntime_returns_them(then_constant) -> None:
+    """Constant nodes' values (read once from the node, not fetched from onnxruntime) are
+    bit-identical to the values onnxruntime returns, same dtype, in execution order, on
+    every call (read-only: shared between runs), If branches included."""
+    import onnxruntime
+
+    eager.clear_cache()
+    model = _constants_model(then_constant)
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    names = [name for node in model.graph.node for name in node.output]
+    whole = onnx.ModelProto()
+    whole.CopyFrom(model)
+    for name in names:
+        if name not in ("z", "c7"):
+            whole.graph.output.add(name=name)
+    oracle = onnxruntime.InferenceSession(whole.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in whole.graph.output], oracle.run(None, {"x": x})))
+    slow = eager.run(model, [x], capture=True, node_by_node=True)
+    for _ in range(3):  # (the third call runs the If inlined)
+        fast = eager.run(model, [x], capture=True)
+        assert list(fast.values) == list(slow.values)
+        for name in names:
+            assert fast.values[name].dtype == expected[name].dtype, name
+            np.testing.assert_array_equal(fast.values[name], expected[name], err_msg=name)
+        np.testing.assert_array_equal(fast.outputs[1], expected["c7"])
+        branch = "then_branch" if then_constant else "else_branch"
+        inside = [name for name in fast.values if name.startswith("If")]
+        assert inside == [name for name in slow.values if name.startswith("If")] and inside
+        assert all(name.startswith("If") and branch in name for name in inside if "/" in name)
+        with pytest.raises(ValueError):
+            fast.values["c0"][0, 0] = 7  # (read-only: the next run returns the same array)
