@@ -49,11 +49,16 @@ def hide_library_frames(error: BaseException) -> None:
     exception is a bug of onnxquill, and keeps every frame."""
     if not isinstance(error, DslError) or os.environ.get(FULL_TRACEBACK_VARIABLE, "") not in ("", "0"):
         return
+    keep_frames(error, lambda module: not isinstance(module, str) or module.partition(".")[0] not in LIBRARY_PACKAGES)
+
+
+def keep_frames(error: BaseException, keep: Callable[[Any], bool]) -> None:
+    """Relink ``error``'s traceback through the entries whose frame's module name ``keep``
+    accepts (``keep(f_globals["__name__"])``), in order."""
     kept: list[TracebackType] = []
     entry = error.__traceback__
     while entry is not None:
-        module = entry.tb_frame.f_globals.get("__name__", "")
-        if not isinstance(module, str) or module.partition(".")[0] not in LIBRARY_PACKAGES:
+        if keep(entry.tb_frame.f_globals.get("__name__", "")):
             kept.append(entry)
         entry = entry.tb_next
     for earlier, later in itertools.pairwise(kept):

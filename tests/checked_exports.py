@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import itertools
 import json
 import os
 import sys
@@ -44,6 +43,7 @@ import onnx.shape_inference
 from google.protobuf.message import EncodeError
 
 from dsl.errors import DslError
+from dsl.tracebacks import keep_frames
 
 __all__ = ["FINDINGS", "INPUT_REFUSALS", "LATEST_INPUT", "LOG_VARIABLE", "RUNNING", "check_exported", "install", "installed", "kernel_argv"]
 
@@ -239,17 +239,7 @@ def _reading(read: Callable[..., Any]) -> Callable[..., Any]:
 
 def _hide_own_frames(error: BaseException) -> None:
     """Drop this module's frames from ``error``'s traceback, as the library drops its own."""
-    kept = []
-    entry = error.__traceback__
-    while entry is not None:
-        if entry.tb_frame.f_globals.get("__name__") != __name__:
-            kept.append(entry)
-        entry = entry.tb_next
-    for earlier, later in itertools.pairwise(kept):
-        earlier.tb_next = later
-    if kept:
-        kept[-1].tb_next = None
-    error.__traceback__ = kept[0] if kept else None
+    keep_frames(error, lambda module: module != __name__)
 
 
 def _owner(module_name: str, owner_name: str) -> Any:
