@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 __all__ = [
     "Opset", "Op", "OPSET_NAME", "schema_domains", "python_to_attr", "attr_kind_of_python", "tensor_from_proto",
-    "to_tensor",
+    "to_tensor", "elem_of_type_str",
 ]
 
 _STANDARD_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
@@ -434,7 +434,7 @@ class Op:
             if elem is None:
                 allowed = constraints.get(type_str, [type_str])
                 if len(allowed) == 1:
-                    elem = _elem_of_type_str(allowed[0])
+                    elem = elem_of_type_str(allowed[0])
             result.append(elem)
         return result
 
@@ -514,14 +514,15 @@ _TYPE_STR_BY_ENUM = {
 _ENUM_BY_TYPE_STR = {v: k for k, v in _TYPE_STR_BY_ENUM.items()}
 
 
-def _elem_of_type_str(type_str: str) -> int | None:
+def elem_of_type_str(type_str: str) -> int | None:
+    """The element type a schema's ``tensor(...)`` type string names, or None."""
     if type_str.startswith("tensor(") and type_str.endswith(")"):
         return _ENUM_BY_TYPE_STR.get(type_str[7:-1])
     return None
 
 
 def _pretty_type_str(type_str: str) -> str:
-    elem = _elem_of_type_str(type_str)
+    elem = elem_of_type_str(type_str)
     return types.element_type_name(elem) if elem is not None else type_str
 
 

@@ -60,15 +60,15 @@ class OpFacts:
         self.formal_types: list[str] = [] if schema is None else [f.type_str for f in schema.inputs]
         self.single_type: dict[str, int | None] = {}
         if schema is not None:
-            from dsl.opsets import _elem_of_type_str
+            from dsl.opsets import elem_of_type_str
 
             for constraint in schema.type_constraints:
                 allowed = list(constraint.allowed_type_strs)
                 if len(allowed) == 1:
-                    self.single_type[constraint.type_param_str] = _elem_of_type_str(allowed[0])
+                    self.single_type[constraint.type_param_str] = elem_of_type_str(allowed[0])
             for formal in schema.inputs:
                 if formal.type_str.startswith("tensor("):
-                    self.single_type[formal.type_str] = _elem_of_type_str(formal.type_str)
+                    self.single_type[formal.type_str] = elem_of_type_str(formal.type_str)
         # What kinds of value each formal type admits: "tensor", "seq", "optional" (of a
         # tensor) and "optional-seq".
         self.formal_kinds: dict[str, frozenset[str]] = {}

@@ -13,7 +13,7 @@ from dsl.errors import DslError, MarkupError
 from dsl.markup import attributes as read
 from dsl.markup.document import Attribute, Element
 from dsl.markup.state import EDITOR_ATTRIBUTES, FLOAT, CompilerState, Declaration
-from dsl.opsets import Op, get_opset, schema_domains
+from dsl.opsets import Op, elem_of_type_str, get_opset, schema_domains
 
 __all__ = ["NodeCompiler"]
 
@@ -215,7 +215,4 @@ def _input_element_type(op: Op, index: int, array: object) -> int | None:
     kind = np.asarray(array).dtype.kind
     wanted = {"b": ["tensor(bool)"], "i": ["tensor(int64)", "tensor(float)"], "u": ["tensor(int64)", "tensor(float)"],
               "f": ["tensor(float)", "tensor(double)", "tensor(float16)"]}.get(kind, [])
-    for text in wanted:
-        if text in allowed:
-            return types.ELEMENT_TYPES[text[len("tensor("):-1].upper()].enum
-    return None
+    return next((elem_of_type_str(text) for text in wanted if text in allowed), None)
