@@ -1,10 +1,15 @@
 """How much of onnxscript's torch_lib compiles with onnxquill, on a seeded sample.
 
 A reproducible sample of torch_lib functions (sorted names, fixed seed), each given
-small example arguments chosen from its parameter annotations and names.  For each:
+small example arguments: the first of a short fixed list of candidates
+(``bench/torch_lib_examples.py``, from the signature alone) that onnxscript's eager
+evaluator runs, a referee that is not onnxquill (it runs every op in onnxruntime, so a
+call of the wrong rank or element type fails there); the first candidate, the old rule
+(every tensor (3, 3)), when none runs, and for every function with
+``--first-candidate-only``.  Both sides then get that example.  For each function:
 
 - onnxscript: a scripted function must give ``to_function_proto()``; a trace_only one
-  must run under onnxscript's evaluator on the example arguments;
+  must run under the tracing evaluator torch.onnx's exporter uses;
 - onnxquill: the same source, read from the installed onnxscript at run time and
   executed with onnxscript's names swapped for ``dsl``'s (``opset18 as op``, ``FLOAT``,
   ``script``, ``graph``, the TypeVars), compiles to a model, called from a generated
@@ -15,7 +20,8 @@ small example arguments chosen from its parameter annotations and names.  For ea
   compiled model.
 
 No onnxscript source is stored here.  Run: ``PYTHONPATH=$PWD python3 bench/torch_lib_sample.py
-[--seed 26] [--count 100] [--verbose]``.  Skips with a message when onnxscript is absent.
+[--seed 26] [--count 100] [--verbose] [--only NAME...] [--first-candidate-only]``.  Skips with
+a message when onnxscript is absent.
 """
 
 from __future__ import annotations
@@ -33,11 +39,17 @@ import sys
 import types
 import typing
 import warnings
-import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.torch_lib_examples import Candidate, candidates_for, is_tensor  # noqa: E402 (after the path)
 
 _TORCH_LIB = "onnxscript.function_libs.torch_lib"
 
@@ -53,6 +65,7 @@ class Outcome:
     compile_error: str = ""
     agrees: bool | None = None
     agree_error: str = ""
+    example_rule: str = ""
     notes: list[str] = field(default_factory=list)
 
 
@@ -195,61 +208,6 @@ def torch_lib_functions() -> list[tuple[str, str, Any]]:
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
-# ---------------------------------------------------------------- example arguments
-
-_INT_TYPES = ("INT64", "TInt", "IntType", "INT32", "INT8", "INT16", "UINT8")
-
-
-def example_argument(name: str, annotation: str, shape: tuple[int, ...] = (3, 3)) -> Any:
-    """A small value for a required parameter, from its annotation and name: tensors are
-    ``shape`` (square, so products and transposes fit), positive where they are floats."""
-    text = annotation.replace(" ", "")
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    if text.startswith(("Sequence[", "List[", "list[")):
-        inner = text[text.index("[") + 1:-1]
-        if inner in ("int", "INT64") or name in ("size", "shape", "stride", "dims", "dim", "sizes"):
-            return list(shape) if name in ("size", "shape", "sizes") else [1]
-        if inner in ("float",):
-            return [1.0]
-        return [example_argument(name + "_0", inner, shape), example_argument(name + "_1", inner, shape)]
-    if text.startswith("Optional["):
-        return None
-    scalars = {"int": 1, "float": 0.5, "bool": False, "str": "none"}
-    if text in scalars:
-        return scalars[text]
-    if name in ("dim", "dims", "axis"):
-        return np.array([1], dtype=np.int64)
-    if name in ("size", "shape", "sizes", "output_size"):  # a shape as a 1-D INT64 tensor
-        return np.array(shape[-2:] if name == "output_size" else shape, dtype=np.int64)
-    if name == "vec":
-        shape = shape[-1:]
-    if text == "BOOL":
-        return rng.random(shape) > 0.5
-    if text in _INT_TYPES or name in ("index", "indices"):
-        return rng.integers(0, 2, size=shape).astype(np.int64)
-    return (rng.random(shape) + 0.1).astype(np.float32)
-
-
-def examples_for(python_function: Any) -> list[tuple[str, Any]] | None:
-    """Example arguments for the required parameters (None for ``*args``); a ``_complex``
-    function's tensors end in a dimension of 2 (real, imaginary), as torch_lib's do."""
-    shape = (3, 3, 2) if python_function.__name__.endswith("_complex") else (3, 3)
-    signature = inspect.signature(python_function)
-    chosen: list[tuple[str, Any]] = []
-    for parameter in signature.parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            return None
-        if parameter.default is not inspect.Parameter.empty:
-            continue
-        annotation = parameter.annotation if isinstance(parameter.annotation, str) else getattr(parameter.annotation, "__name__", "")
-        chosen.append((parameter.name, example_argument(parameter.name, annotation, shape)))
-    return chosen
-
-
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or (isinstance(value, list) and bool(value) and all(isinstance(v, np.ndarray) for v in value))
-
-
 # ---------------------------------------------------------------- the three checks
 
 def run_onnxscript(value: Any, arguments: list[tuple[str, Any]]) -> None:
@@ -269,7 +227,7 @@ def run_onnxscript(value: Any, arguments: list[tuple[str, Any]]) -> None:
         return _tensors.SymbolicTensor(onnxscript.opset18, name=name, shape=onnx_ir.Shape(array.shape),
                                        type=onnx_ir.TensorType(onnx_ir.DataType.from_numpy(array.dtype)))
 
-    traced = [[symbolic(item, f"{name}_{i}") for i, item in enumerate(argument)] if _is_tensor(argument)
+    traced = [[symbolic(item, f"{name}_{i}") for i, item in enumerate(argument)] if is_tensor(argument)
               and isinstance(argument, list) else symbolic(argument, name) if isinstance(argument, np.ndarray)
               else argument for name, argument in arguments]
     with onnxscript.evaluator.default_as(_building.OpRecorder(onnxscript.opset18, {})):
@@ -277,8 +235,36 @@ def run_onnxscript(value: Any, arguments: list[tuple[str, Any]]) -> None:
 
 
 def run_onnxscript_eager(value: Any, arguments: list[tuple[str, Any]]) -> None:
-    """onnxscript's eager evaluator on the example arrays (a second, stricter measure)."""
-    value(*(argument for _, argument in arguments))
+    """onnxscript's eager evaluator on (copies of) the example arrays: every op runs in
+    onnxruntime, so a call the op's schema or kernel refuses fails here."""
+    value(*(_copied(argument) for _, argument in arguments))
+
+
+def _copied(argument: Any) -> Any:
+    if isinstance(argument, np.ndarray):
+        return argument.copy()
+    return [_copied(item) for item in argument] if isinstance(argument, list) else argument
+
+
+@dataclass
+class Choice:
+    """The example both sides get, and which rule picked it."""
+
+    arguments: list[tuple[str, Any]]
+    rule: str  # the candidate's label
+    referee_runs: bool  # onnxscript's eager evaluator ran it
+
+
+def choose_example(value: Any, candidates: list[Candidate], first_only: bool) -> Choice:
+    """The first candidate onnxscript's eager evaluator runs (a referee that is not
+    onnxquill); the first candidate (the old rule) when none runs or ``first_only``."""
+    for candidate in candidates[:1] if first_only else candidates:
+        try:
+            run_onnxscript_eager(value, candidate.arguments)
+        except Exception:  # (the referee refuses this candidate: try the next)
+            continue
+        return Choice(candidate.arguments, candidate.label, True)
+    return Choice(candidates[0].arguments, candidates[0].label, False)
 
 
 _ENTRY_COUNT = 0
@@ -298,7 +284,7 @@ def entry_function(target: Any, arguments: list[tuple[str, Any]]) -> tuple[Any, 
         if isinstance(value, np.ndarray):
             parts.append(f"{name}=a{len(inputs)}")
             inputs.append(value)
-        elif _is_tensor(value):
+        elif is_tensor(value):
             names = []
             for item in value:
                 names.append(f"a{len(inputs)}")
@@ -308,7 +294,7 @@ def entry_function(target: Any, arguments: list[tuple[str, Any]]) -> tuple[Any, 
             space[f"c_{name}"] = value
             parts.append(f"{name}=c_{name}")
     parameters = ", ".join(f"a{i}: {_annotation(array)}" for i, array in enumerate(inputs))
-    space.update({name: getattr(dsl, name) for name in ("FLOAT", "INT64", "BOOL", "DOUBLE", "INT32")})
+    space.update({name: getattr(dsl, name) for name in _ANNOTATIONS.values()})
     text = f"def entry({parameters}):\n    return target({', '.join(part.split('=', 1)[1] for part in parts)})\n"
     file = f"<torch_lib_sample entry {_ENTRY_COUNT}>"
     linecache.cache[file] = (len(text), None, text.splitlines(True), file)
@@ -316,10 +302,15 @@ def entry_function(target: Any, arguments: list[tuple[str, Any]]) -> tuple[Any, 
     return dsl.script()(space["entry"]), inputs
 
 
+_ANNOTATIONS = {np.dtype(np.float32): "FLOAT", np.dtype(np.int64): "INT64", np.dtype(np.bool_): "BOOL",
+                np.dtype(np.float64): "DOUBLE", np.dtype(np.int32): "INT32", np.dtype(np.int8): "INT8",
+                np.dtype(np.uint8): "UINT8"}
+
+
 def _annotation(array: np.ndarray) -> str:
-    names = {np.dtype(np.float32): "FLOAT", np.dtype(np.int64): "INT64", np.dtype(np.bool_): "BOOL",
-             np.dtype(np.float64): "DOUBLE", np.dtype(np.int32): "INT32"}
-    return f"{names[array.dtype]}[{', '.join(str(size) for size in array.shape)}]"
+    if not array.shape:  # a bare element type is a rank-0 tensor
+        return _ANNOTATIONS[array.dtype]
+    return f"{_ANNOTATIONS[array.dtype]}[{', '.join(str(size) for size in array.shape)}]"
 
 
 def _as_list(result: Any) -> list[Any]:
@@ -375,66 +366,84 @@ def _all_nodes(model: Any) -> list[Any]:
     return found
 
 
-def measure(translator: Translator, module_name: str, name: str, value: Any) -> Outcome:
+def measure(translator: Translator, module_name: str, name: str, value: Any, first_only: bool = False) -> Outcome:
+    """The three checks of one function, on the example the referee picks."""
     from onnxscript import values as os_values
 
-    kind = "scripted" if isinstance(value, os_values.OnnxFunction) else "trace_only"
-    outcome = Outcome(name, kind)
-    arguments = examples_for(_python_function(value))
-    if arguments is None:
+    outcome = Outcome(name, "scripted" if isinstance(value, os_values.OnnxFunction) else "trace_only")
+    candidates = candidates_for(_python_function(value), name in _complex_functions())
+    if candidates is None:
         outcome.onnxscript_error = outcome.compile_error = "variadic parameters (no example arguments)"
         return outcome
+    choice = choose_example(value, candidates, first_only)
+    outcome.example_rule, outcome.onnxscript_eager_ok = choice.rule, choice.referee_runs
     try:
-        run_onnxscript(value, arguments)
+        run_onnxscript(value, choice.arguments)
         outcome.onnxscript_ok = True
-    except Exception as error:
+    except Exception as error:  # (recorded: onnxscript's tracing refuses the example)
         outcome.onnxscript_error = _short(error)
     try:
-        run_onnxscript_eager(value, arguments)
-        outcome.onnxscript_eager_ok = True
-    except Exception:  # (only counted)
-        outcome.onnxscript_eager_ok = False
-    try:
-        target = translator.function(module_name, name)
-        entry, inputs = entry_function(target, arguments)
-        model = entry.to_model_proto()
-        import onnx
-
-        onnx.checker.check_model(model, full_check=True)
+        entry, inputs, model = compile_entry(translator, module_name, name, choice.arguments)
         outcome.compiles = True
-    except Exception as error:
+    except Exception as error:  # (recorded: the failure table groups these messages)
         outcome.compile_error = _short(error)
         return outcome
+    _check_agreement(outcome, entry, inputs, model)
+    return outcome
+
+
+def compile_entry(translator: Translator, module_name: str, name: str,
+                  arguments: list[tuple[str, Any]]) -> tuple[Any, list[Any], Any]:
+    """onnxquill's side: the entry function, its inputs and its model (full check passed)."""
+    import onnx
+
+    entry, inputs = entry_function(translator.function(module_name, name), arguments)
+    model = entry.to_model_proto()
+    onnx.checker.check_model(model, full_check=True)
+    return entry, inputs, model
+
+
+def _check_agreement(outcome: Outcome, entry: Any, inputs: list[Any], model: Any) -> None:
     random_ops = sorted({node.op_type for node in _all_nodes(model) if node.op_type in _RANDOM_OPS})
     if random_ops:
         outcome.agree_error = f"not compared: random ({', '.join(random_ops)})"
-        return outcome
+        return
     try:
         reason = compare(entry, inputs, model)
         outcome.agrees = reason in ("", _BOTH_REFUSE)
         outcome.agree_error = reason
-    except Exception as error:
+    except Exception as error:  # (recorded as a disagreement with its message)
         outcome.agrees = False
         outcome.agree_error = _short(error)
-    return outcome
+
+
+_COMPLEX: set[str] = set()
+
+
+def _complex_functions() -> set[str]:
+    """Names torch_lib registers as complex overloads (their tensors end in (real, imag))."""
+    if not _COMPLEX:
+        from onnxscript.function_libs.torch_lib import registration
+
+        for overloaded in registration.default_registry.values():
+            _COMPLEX.update(_python_function(function).__name__ for function in overloaded.complex)
+    return _COMPLEX
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=26)
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--verbose", action="store_true", help="one line per function")
-    parser.add_argument("--only", nargs="*", help="measure these function names only")
-    options = parser.parse_args()
+    options = _arguments()
     try:
         import onnxscript
     except ImportError:
         print("onnxscript is not installed: pip install onnxscript (skipped)")
         return
-    warnings.simplefilter("ignore")
     import logging
 
+    import onnxruntime
+
+    warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
+    onnxruntime.set_default_logger_severity(4)  # the referee's refused candidates log errors
     functions = torch_lib_functions()
     if options.only:
         sample = [item for item in functions if item[1] in options.only]
@@ -442,19 +451,34 @@ def main() -> None:
         sample = random.Random(options.seed).sample(functions, min(options.count, len(functions)))
         sample.sort(key=lambda item: item[1])
     translator = Translator()
-    outcomes = [measure(translator, module, name, value) for module, name, value in sample]
+    outcomes = [measure(translator, module, name, value, options.first_candidate_only)
+                for module, name, value in sample]
     if options.verbose:
         for item in outcomes:
-            print(f"{item.name:45s} {item.kind:10s} onnxscript={'ok' if item.onnxscript_ok else 'FAIL':4s} "
+            print(f"{item.name:45s} {item.kind:10s} {item.example_rule:11s} "
+                  f"onnxscript={'ok' if item.onnxscript_ok else 'FAIL':4s} "
                   f"onnxquill={'ok' if item.compiles else 'FAIL':4s} agree={item.agrees} "
                   f"{item.compile_error or item.agree_error} | onnxscript: {item.onnxscript_error}")
     _report(onnxscript.__version__, options, outcomes)
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--verbose", action="store_true", help="one line per function")
+    parser.add_argument("--only", nargs="*", help="measure these function names only")
+    parser.add_argument("--first-candidate-only", action="store_true",
+                        help="the old rule: every function's first candidate example (tensors (3, 3)), "
+                             "whether onnxscript's eager evaluator runs it or not")
+    return parser.parse_args()
 
 
 def _report(version: str, options: Any, outcomes: list[Outcome]) -> None:
     total = len(outcomes)
     both = [o for o in outcomes if o.onnxscript_ok and o.compiles]
     print(f"\ntorch_lib sample: {total} functions (onnxscript {version}, seed {options.seed})")
+    _report_example_rules(options, outcomes)
     print(f"  scripted / trace_only:                    {sum(o.kind == 'scripted' for o in outcomes)} / "
           f"{sum(o.kind == 'trace_only' for o in outcomes)}")
     print(f"  onnxscript ok (function proto / tracing): {sum(o.onnxscript_ok for o in outcomes)}")
@@ -482,6 +506,23 @@ def _report(version: str, options: Any, outcomes: list[Outcome]) -> None:
         print("\ncompiled but eager and onnxruntime disagree:")
         for o in disagreements:
             print(f"       {o.name}: {o.agree_error}")
+
+
+
+def _report_example_rules(options: Any, outcomes: list[Outcome]) -> None:
+    """Which rule picked each function's example: the old rule, a later candidate, or
+    none ran under the referee (the old rule kept)."""
+    if options.first_candidate_only:
+        print("  examples: first candidate only (the old rule: tensors (3, 3)); the referee only counted")
+        return
+    picked = collections.Counter(o.example_rule for o in outcomes if o.onnxscript_eager_ok)
+    unrefereed = [o.name for o in outcomes if not o.onnxscript_eager_ok and o.example_rule]
+    later = ", ".join(f"{rule}: {count}" for rule, count in sorted(picked.items()) if rule != "old rule")
+    print("  examples: the first candidate onnxscript's eager evaluator runs")
+    print(f"    old rule runs: {picked['old rule']}; a later candidate runs: {sum(picked.values()) - picked['old rule']}"
+          f" ({later or 'none'}); none runs, old rule kept: {len(unrefereed)}")
+    if unrefereed:
+        print(f"    (none runs: {', '.join(unrefereed)})")
 
 
 if __name__ == "__main__":
