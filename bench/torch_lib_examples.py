@@ -78,8 +78,8 @@ def examples_for(python_function: Any) -> list[tuple[str, Any]] | None:
 
 @dataclass(frozen=True)
 class Convention:
-    """The layout rules of one candidate example set beyond the old rule, read from names
-    only: tensors of ``rank`` (all sizes 3, so NCHW data and OIHW weights fit each other),
+    """The layout rules of one candidate example set beyond the old rule, read from the
+    function's name, its parameters' names and torch's schema: tensors of ``rank`` (all sizes 3, so NCHW data and OIHW weights fit each other),
     ``complex`` ones ending in (real, imaginary), the integer element type ``quantized``
     for a (de)quantize function's data, torchvision's (K, 5) boxes with a batch index
     in ``roi`` functions ((K, 4) elsewhere), and rank 0 for the tensor parameters whose
@@ -91,7 +91,7 @@ class Convention:
     quantized: str | None = None  # a numpy integer dtype name: "int8", "uint8"
     dequantize: bool = False  # the data tensors hold quantized values (else only zero points)
     roi: bool = False
-    scalars: frozenset[str] = frozenset()
+    torch_numbers: frozenset[str] = frozenset()  # parameters torch's schema types as numbers
 
     @property
     def spatial(self) -> int:
@@ -106,7 +106,9 @@ class Convention:
 
 @dataclass
 class Candidate:
-    label: str
+    """One example set: (parameter name, value) for the required parameters, in order."""
+
+    label: str  # "old rule", or the convention's ("rank 4", "rank 2 int8")
     arguments: list[tuple[str, Any]]
 
 
@@ -116,7 +118,7 @@ _VECTOR_NAMES = ("vec", "bias", "scores")  # a 1-D tensor of a channel's length
 _QUANTIZATION_NAMES = ("scale", "scales", "zero_point", "zero_points")  # 1-D, per channel
 
 
-def conventions_for(name: str, is_complex: bool, scalars: frozenset[str] = frozenset()) -> list[Convention]:
+def conventions_for(name: str, is_complex: bool, torch_numbers: frozenset[str] = frozenset()) -> list[Convention]:
     """The layouts tried after the old rule: the rank a ``1d``/``2d``/``3d`` suffix names
     (N, C and that many spatial axes) first, then ranks 2 to 5; both 8-bit types for a
     function whose name says it quantizes."""
@@ -124,7 +126,7 @@ def conventions_for(name: str, is_complex: bool, scalars: frozenset[str] = froze
     ranks = [int(suffix.group(1)) + 2] if suffix else []
     ranks += [rank for rank in (2, 3, 4, 5) if rank not in ranks]
     quantized: list[str | None] = ["int8", "uint8"] if "quantize" in name else [None]
-    return [Convention(rank, is_complex, dtype, "dequantize" in name, "roi" in name, scalars)
+    return [Convention(rank, is_complex, dtype, "dequantize" in name, "roi" in name, torch_numbers)
             for rank in ranks for dtype in quantized]
 
 
@@ -192,7 +194,7 @@ def _old_rule_under(name: str, annotation: str, convention: Convention) -> Any:
     if text.startswith(("Sequence[", "List[", "list[")):
         inner = text[text.index("[") + 1:-1]
         if inner not in ("int", "INT64", "float") and name not in ("size", "shape", "stride", "dims", "dim", "sizes"):
-            if name in convention.scalars:  # static SymInt[]: one Python int per axis, as torch.onnx gives
+            if name in convention.torch_numbers:  # static SymInt[]: one Python int per axis, as torch.onnx gives
                 rng = np.random.default_rng(zlib.crc32(name.encode()))
                 return [int(value) for value in rng.integers(1, 3, size=convention.rank)]
             return [convention_argument(f"{name}_{i}", inner, convention) for i in range(2)]
@@ -201,12 +203,14 @@ def _old_rule_under(name: str, annotation: str, convention: Convention) -> Any:
 
 def _tensor_shape(name: str, convention: Convention) -> tuple[int, ...]:
     tail = (2,) if convention.complex else ()
-    if name in convention.scalars:
+    if name in convention.torch_numbers:
         return ()
     if name in ("boxes", "rois"):
         return (3, 5 if convention.roi else 4)
-    if name in _VECTOR_NAMES or (convention.quantized and name in _QUANTIZATION_NAMES):
-        return (3, *tail) if name in _VECTOR_NAMES else (3,)
+    if convention.quantized and name in _QUANTIZATION_NAMES:
+        return (3,)
+    if name in _VECTOR_NAMES:
+        return (3, *tail)
     return (3,) * convention.rank + tail
 
 
@@ -243,8 +247,8 @@ def candidates_for(python_function: Any, is_complex: bool = False) -> list[Candi
     if first is None or parameters is None:
         return None
     found = [Candidate("old rule", first)]
-    scalars = torch_number_parameters(python_function)
-    for convention in conventions_for(python_function.__name__, is_complex, scalars):
+    torch_numbers = torch_number_parameters(python_function)
+    for convention in conventions_for(python_function.__name__, is_complex, torch_numbers):
         arguments = [(name, convention_argument(name, annotation, convention)) for name, annotation in parameters]
         found.append(Candidate(convention.label, _with_equation(arguments, convention.rank)))
     return found
