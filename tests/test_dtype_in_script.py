@@ -283,3 +283,19 @@ def test_the_compiled_model_matches_onnxruntime_on_the_static_helper():
     np.testing.assert_array_equal(got, x.reshape(3, 4))
     nodes = [n.op_type for n in reshaped_static.to_model_proto().graph.node]
     assert nodes.count("Concat") == 0  # the sizes were computed while compiling: one constant
+
+
+def test_a_weights_dtype_is_the_same_object_eagerly_and_compiled():
+    from dsl import initializer
+
+    weight = initializer(np.array([1, 2, 3], np.int32), "w")
+    seen: list[Any] = []
+
+    @script()
+    def scaled(x: FLOAT[3]) -> FLOAT[3]:
+        seen.append(weight.dtype)
+        return x * op.Cast(weight, to=FLOAT.dtype) if weight.dtype.is_integer() else x
+
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+    check_script(scaled, [x], x * np.array([1, 2, 3], np.float32))
+    assert all(found is weight.dtype for found in seen) and weight.dtype == np.int32
