@@ -72,13 +72,13 @@ class EagerTensor(NumpyInspection):
     def dtype(self, declared: Any) -> None:
         # ``x.dtype = INT64.dtype`` declares the element type, as onnxscript's tracing lets
         # code do; it never converts (the compiled function could not either).
-        location = caller_location()
         try:
             wanted = element_type_of(declared)
         except DslError as err:
-            raise err.with_location(location) from None
+            raise err.with_location(caller_location()) from None
         if wanted != self.elem_type:
-            raise dtype_mismatch(self.elem_type, wanted, location, assigned_attribute_owner() or "the tensor")
+            owner = assigned_attribute_owner() or "the tensor"
+            raise dtype_mismatch(self.elem_type, wanted, caller_location(), owner)
 
     @property
     def elem_type(self) -> int:
