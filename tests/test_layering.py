@@ -44,6 +44,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.errors": (0, "core"),
     "dsl.ir": (0, "core"),
     "dsl.types": (0, "core"),
+    "dsl.dtypes": (1, "knowledge"),
     "dsl.hooks": (0, "core"),
     "dsl.tracebacks": (0, "core"),
     "dsl.limits": (0, "core"),

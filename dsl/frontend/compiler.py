@@ -25,7 +25,7 @@ from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, Uns
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import CompileContext, GraphBuilder
 from dsl.frontend.calls import CallCompiler
-from dsl.frontend.constants import literal_tensor
+from dsl.frontend.constants import array_data, literal_tensor
 from dsl.frontend.control_flow import ControlFlowCompiler
 from dsl.frontend.exits import ReturnExit
 from dsl.frontend.expressions import ExpressionCompiler
@@ -200,7 +200,7 @@ class FunctionCompiler(
             return operand
         ctx = self.ctx
         if isinstance(operand, PyValue):
-            value = operand.value
+            value = array_data(operand.value)
             if isinstance(value, (list, tuple, dict)) and holds_tensor(value):
                 return self.container_as_value(value, node)
             if value is None:

@@ -17,7 +17,7 @@ import numpy as np
 from dsl import indexing, ir
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
-from dsl.frontend.constants import is_tensor_literal
+from dsl.frontend.constants import array_data, is_tensor_literal
 from dsl.frontend.python_values import holds_tensor, raw_of
 from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
@@ -473,7 +473,7 @@ class ExpressionCompiler(_CompilerBase):
             return tuple(self.index_item(item) for item in node.elts)
         operand = self.expr(node)
         if isinstance(operand, PyValue):
-            value = operand.value
+            value = array_data(operand.value)
             if value is None or value is Ellipsis or isinstance(value, (int, np.integer, slice, tuple)):
                 return value
             if is_tensor_literal(value):
