@@ -497,17 +497,26 @@ def build_kernel(spec: KernelSpec, arrays: list[Any] | None = None) -> Kernel:
 
 def _ort_kernel(spec: KernelSpec, arrays: list[Any] | None) -> OrtKernel | ShapedKernel:
     """The onnxruntime kernel for a rank-only model, else for the call's shapes; raises
-    onnxruntime's error where it lacks the op, CallRefused where it refuses the call."""
+    onnxruntime's error where it lacks the op, CallRefused where it refuses the call.
+
+    A refusal of the rank-only model is not the last word, a NOT_IMPLEMENTED one included:
+    onnxruntime expands some ops (CausalConvWithState) into function bodies that need
+    static sizes, and reads an unknown size as 0 in some shape inference (Resize's
+    ``sizes``); the model with the call's shapes decides, as an exported model's would.
+    """
     try:
         return OrtKernel(spec)
-    except Exception as error:  # (onnxruntime's own classes, or OnnxruntimeLacks)
-        if onnxruntime_lacks(error):
-            raise
-        if _untyped_input(spec):
-            raise OnnxruntimeLacks(f"{_message(error)} (a list or None given to a Loop or Scan may be an optional "
-                                   "its body declares, which the call cannot say: onnxruntime cannot be asked)") from None
-        if arrays is None:
-            raise CallRefused(_message(error)) from None
+    except OnnxruntimeLacks:
+        raise
+    except Exception as error:  # (onnxruntime's own classes)
+        rank_only = error
+    if arrays is None:
+        if onnxruntime_lacks(rank_only):
+            raise rank_only
+        raise CallRefused(_message(rank_only))
+    if _untyped_input(spec) and not onnxruntime_lacks(rank_only):
+        raise OnnxruntimeLacks(f"{_message(rank_only)} (a list or None given to a Loop or Scan may be an optional "
+                               "its body declares, which the call cannot say: onnxruntime cannot be asked)")
     shapes = call_shapes(spec, arrays)
     return ShapedKernel(spec, shapes, _ort_session(spec, shapes))
 

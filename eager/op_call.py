@@ -15,6 +15,7 @@ import numpy as np
 
 from dsl import shape_rules, types
 from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
+from dsl.node_inference import infer_node
 from dsl.operators import literal_elem_type
 from dsl.opsets import Op
 from eager import values
@@ -437,15 +438,15 @@ def _prepare(
         kernel = build_kernel(spec, arrays)
     except KernelBuildError as err:
         backend_messages = {"onnxruntime": err.ort_message, "onnx.reference": err.reference_message}
-        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        operands, found = _explained(op, arrays, signature, protos)
         raise _failure(op, operands, found, signature, backend_messages, location) from None
     except CallRefused as err:  # onnxruntime has the op and refuses this call: so would the exported model
-        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        operands, found = _explained(op, arrays, signature, protos)
         raise _failure(op, operands, found, signature, {"onnxruntime": err.ort_message}, location) from None
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
         # onnxruntime lacks the op; onnx.reference may still run what no model may hold
         # (Gemm of a rank-3 input): the compiler's rules decide, as they would compiled
-        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        operands, found = _explained(op, arrays, signature, protos)
         if found is not None:
             raise _failure(op, operands, found, signature, {"onnxruntime": kernel.fallback_reason}, location)
     return kernel
@@ -530,11 +531,38 @@ def _operands(op: Op, arrays: list[Any], signature: Signature) -> list[Operand]:
 
 
 def _explained(
-    op: Op, arrays: list[Any], signature: Signature, attributes: dict[str, Any]
+    op: Op, arrays: list[Any], signature: Signature, protos: list[Any]
 ) -> tuple[list[Operand], tuple[str, str] | None]:
-    """The call's operands, and the op's rule that they break when one is known."""
+    """The call's operands, and the op's rule that they break when one is known: the
+    compiler's shape rules and eager's own (:func:`eager.op_failures.explain`), then, for an
+    op those have no rule for, ONNX's shape inference on the call's shapes, as compiled."""
     operands = _operands(op, arrays, signature)
-    return operands, explain(op.name, operands, attributes, op.version)
+    found = explain(op.name, operands, _attribute_values(protos), op.version)
+    if found is None and op.schema is not None and op.domain == "" and not shape_rules.has_rule(op.name):
+        found = _onnx_refusal(op, arrays, signature, protos)
+    return operands, found
+
+
+def _onnx_refusal(op: Op, arrays: list[Any], signature: Signature, protos: list[Any]) -> tuple[str, str] | None:
+    """``(message, hint)`` where ONNX's inference refuses the node with the call's types and
+    shapes (:func:`dsl.node_inference.infer_node`, the compiler's words), else None.  Calls
+    with sequences, optionals or subgraphs are left to the backends' reasons."""
+    import onnx
+    import onnx.helper as oh
+
+    if any(sig is not None and (sig is _LITERAL or sig[0] in ("seq", "opt")) for sig in signature) or any(
+            proto.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for proto in protos):
+        return None
+    names = ["" if sig is None else f"i{index}" for index, sig in enumerate(signature)]
+    types = {name: oh.make_tensor_type_proto(sig[0], list(np.shape(array)))
+             for name, sig, array in zip(names, signature, arrays) if sig is not None}
+    node = oh.make_node(op.name, names, [f"o{index}" for index in range(op.default_output_count())])
+    node.attribute.extend(protos)
+    try:
+        infer_node(op.schema, node, types)
+    except DslError as refused:
+        return refused.message, refused.hint
+    return None
 
 
 def _failure(
@@ -583,7 +611,7 @@ def _run_fallback(
         backend_messages = {kernel.backend: str(runtime_error) or repr(runtime_error)}
         if kernel.backend == "onnx.reference" and kernel.fallback_reason:
             backend_messages = {"onnxruntime": kernel.fallback_reason, **backend_messages}
-    operands, found = _explained(op, arrays, signature, _attribute_values(kernel.spec.attributes))
+    operands, found = _explained(op, arrays, signature, kernel.spec.attributes)
     fallback = runtime_fallback(kernel, runtime_error) if found is None else None
     if fallback is not None:
         try:

@@ -18,7 +18,7 @@ import onnxruntime
 
 from dsl.onnxruntime_limits import max_ir_version
 
-__all__ = ["onnxruntime_lacks", "onnxruntime_refusals", "onnxruntime_runs", "onnxruntime_verdict"]
+__all__ = ["onnxruntime_lacks", "onnxruntime_outputs", "onnxruntime_refusals", "onnxruntime_runs", "onnxruntime_verdict"]
 
 
 def onnxruntime_refusals() -> tuple[type[BaseException], ...]:
@@ -97,6 +97,13 @@ def onnxruntime_verdict(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[
     """``("runs", "")``, ``("lacks", message)`` or ``("refuses", message)``: what onnxruntime
     does with ``model`` (its IR version lowered to what it loads) on ``feeds``
     (``("unasked", why)`` where its Python binding cannot take the feeds)."""
+    verdict, message, _ = onnxruntime_outputs(model, feeds)
+    return verdict, message
+
+
+def onnxruntime_outputs(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[str, str, list[Any]]:
+    """:func:`onnxruntime_verdict`, and the outputs where it runs (numpy arrays, lists of
+    them for sequences; None for an output numpy cannot hold: bfloat16, float8, 2/4-bit)."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     copy.ir_version = min(copy.ir_version, max_ir_version())
@@ -104,13 +111,31 @@ def onnxruntime_verdict(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[
     options.log_severity_level = 4
     converted = _ort_feeds(copy, feeds)
     if converted is None:
-        return "unasked", "onnxruntime's binding takes no sequence beside an ml_dtypes tensor"
+        return "unasked", "onnxruntime's binding takes no sequence beside an ml_dtypes tensor", []
+    declared = {v.name: v.type.tensor_type.elem_type for v in copy.graph.input}
+    if any(declared.get(name) in _PACKED for name in feeds):
+        return "unasked", "a 2- or 4-bit input: onnxruntime takes it packed, which this probe does not write", []
     try:
         session = onnxruntime.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        if converted is feeds:
-            session.run(None, converted)
+        readable = [_numpy_holds(o.type) for o in session.get_outputs()]
+        if converted is feeds or (all(readable) and all(_numpy_native(v) for v in feeds.values())):
+            outputs = list(session.run(None, feeds))
         else:
-            session.run_with_ort_values([o.name for o in session.get_outputs()], converted)
+            values = session.run_with_ort_values([o.name for o in session.get_outputs()], converted)
+            outputs = [values[index].numpy() if ok else None for index, ok in enumerate(readable)]
     except onnxruntime_refusals() as error:  # the verdict is the question asked
-        return ("lacks" if onnxruntime_lacks(error) else "refuses"), str(error)
-    return "runs", ""
+        return ("lacks" if onnxruntime_lacks(error) else "refuses"), str(error), []
+    return "runs", "", outputs
+
+
+_PACKED = frozenset(getattr(onnx.TensorProto, name) for name in ("INT2", "UINT2", "INT4", "UINT4", "FLOAT4E2M1")
+                    if hasattr(onnx.TensorProto, name))
+_NUMPY_ELEMENTS = ("float", "double", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64", "bool", "string")
+
+
+def _numpy_holds(type_text: str) -> bool:
+    """Whether onnxruntime hands an output of this type (``tensor(float)``, ``seq(tensor(int64))``)
+    to numpy as its own dtype."""
+    inner = type_text.removeprefix("seq(").removeprefix("optional(").removeprefix("tensor(").rstrip(")")
+    return inner in _NUMPY_ELEMENTS

@@ -126,16 +126,16 @@ def attribute_value(attribute: onnx.AttributeProto) -> Any:
     return onnx.helper.get_attribute_value(attribute)
 
 
-def run_case(case: Any) -> None:
-    """Run one case eagerly and compare with its expected outputs (raises AssertionError)."""
+def call_case(case: Any) -> tuple[dict[str, Any], list[Any]]:
+    """Call the case's op eagerly as a user would; its outputs by the node's output names,
+    and the inputs it was called with."""
     model = case.model
     node = model.graph.node[0]
     versions = {o.domain: o.version for o in model.opset_import}
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = versions.get(node.domain, versions.get(domain, versions.get("ai.onnx", 1)))
     op = get_opset(domain, version).get_op(node.op_type)
-    feeds_list, expected_list = case.data_sets[0]
-    feeds = {i.name: to_array(v) for i, v in zip(model.graph.input, feeds_list)}
+    feeds = {i.name: to_array(v) for i, v in zip(model.graph.input, case.data_sets[0][0])}
     inputs = [feeds[name] if name else None for name in node.input]
     while inputs and inputs[-1] is None and not _fed_empty(node, len(inputs) - 1, feeds):
         inputs.pop()  # (an omitted optional input; a fed empty optional is a value and stays)
@@ -145,8 +145,13 @@ def run_case(case: Any) -> None:
     else:  # the node binds optional outputs: say how many, as unpacking would
         result = eager.call_op(op, inputs, attributes, num_outputs=len(node.output))
     outputs = list(result) if isinstance(result, tuple) else [result]
-    by_name = dict(zip(node.output, outputs))
-    for graph_output, want in zip(model.graph.output, expected_list):
+    return dict(zip(node.output, outputs)), inputs
+
+
+def run_case(case: Any) -> None:
+    """Run one case eagerly and compare with its expected outputs (raises AssertionError)."""
+    by_name, inputs = call_case(case)
+    for graph_output, want in zip(case.model.graph.output, case.data_sets[0][1]):
         got = by_name[graph_output.name]
         if case.name in RANDOM_CASES:
             assert_random_draw(got, to_array(want), inputs[0])
