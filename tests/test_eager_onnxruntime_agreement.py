@@ -356,3 +356,70 @@ def test_a_scripted_mis_call_fails_eagerly_as_its_export_fails(function: Any, x:
     verdict, message, _ = onnxruntime_outputs(model, {model.graph.input[0].name: x})
     assert verdict == "refuses", message
     assert eagerly.value.backend_messages.get("onnxruntime"), eagerly.value.backend_messages
+
+
+# ---------------------------------------------------------------- ops run in onnx.reference by policy
+
+# Calls of ops eager mode runs in onnx.reference by policy (eager.backend_policy) that
+# onnxruntime refuses while onnx.reference alone would run them: onnxruntime's verdict holds.
+_POLICY_CALLS: list[Call] = [
+    ("Resize", [_floats((1, 1, 4, 4)), None, np.array([1, 1, 0, 2], np.float32)],
+     {"coordinate_transformation_mode": "align_corners", "mode": "linear"}, 1),
+    ("Dropout", [_floats((2, 2)), np.array(1.5, np.float32), np.array(True)], {}, 1),
+]
+
+
+@pytest.mark.parametrize("call", _POLICY_CALLS, ids=[c[0] for c in _POLICY_CALLS])
+def test_an_op_run_in_onnx_reference_by_policy_is_refused_as_onnxruntime_refuses(call: Call) -> None:
+    op_type, inputs, attributes, n_outputs = call
+    model = one_node_model(op_type, inputs, attributes, n_outputs)
+    feeds = {f"x{index}": value for index, value in enumerate(inputs) if value is not None}
+    from onnx.reference import ReferenceEvaluator
+
+    ReferenceEvaluator(model).run(None, feeds)  # (onnx.reference alone runs it)
+    verdict = check_agreement(lambda: call_eagerly(op_type, inputs, attributes, n_outputs), model, feeds, __file__)
+    assert verdict == "refuses"
+
+
+# ---------------------------------------------------------------- eager.run, node by node
+
+
+def _tile_model() -> onnx.ModelProto:
+    """y = Tile(x, repeats), repeats of any length: onnxruntime loads it, and refuses a run
+    whose repeats do not match x's rank."""
+    graph = oh.make_graph([oh.make_node("Tile", ["x", "repeats"], ["y"])], "tile",
+                          [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+                           oh.make_tensor_value_info("repeats", onnx.TensorProto.INT64, ["k"])],
+                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", OPSET)], ir_version=10)
+
+
+def _trilu_model() -> onnx.ModelProto:
+    """Trilu of a vector: onnxruntime refuses to load it (its rank must be at least 2)."""
+    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["h"]), oh.make_node("Trilu", ["h"], ["y"])], "trilu",
+                          [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", OPSET)], ir_version=10)
+
+
+_MODELS = [(_tile_model, {"x": _floats((2, 3)), "repeats": _ints([2])}, "node 0"),
+           (_trilu_model, {"x": _floats((3,))}, "node 1")]
+
+
+@pytest.mark.parametrize(("make", "feeds", "node"), _MODELS, ids=["refused-run", "refused-load"])
+def test_eager_run_refuses_a_model_onnxruntime_refuses(make: Callable[[], onnx.ModelProto],
+                                                       feeds: dict[str, np.ndarray], node: str) -> None:
+    """Whole or node by node, eager.run raises where onnxruntime refuses the model, naming
+    the node (onnx.reference, which runs both, is not asked)."""
+    model = make()
+    verdict, message, _ = onnxruntime_outputs(model, feeds)
+    assert verdict == "refuses", message
+    for node_by_node in (False, True):
+        with pytest.raises(EagerError, match=node) as raised:
+            eager.run(model, feeds, node_by_node=node_by_node)
+        assert "onnxruntime" in str(raised.value)
+
+def test_eager_run_runs_the_tile_model_where_its_repeats_fit() -> None:
+    x = _floats((2, 3))
+    (tiled,) = eager.run(_tile_model(), {"x": x, "repeats": _ints([2, 1])}, node_by_node=True)
+    np.testing.assert_array_equal(tiled, np.tile(x, (2, 1)))
