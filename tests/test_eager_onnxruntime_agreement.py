@@ -233,8 +233,17 @@ def count_calls(draw: Any) -> Call:
 @st.composite
 def rank_calls(draw: Any) -> Call:
     """Ops whose operands' ranks and sizes must fit together."""
-    op_type = draw(st.sampled_from(["MatMul", "Gemm", "Add", "Where", "Conv", "Trilu", "EyeLike", "Det", "Einsum"]))
+    op_type = draw(st.sampled_from(["MatMul", "Gemm", "Add", "Where", "Conv", "Trilu", "EyeLike", "Det", "Einsum",
+                                    "MaxPool", "AveragePool", "LayerNormalization", "InstanceNormalization"]))
     first, second = _floats(draw(_SHAPES)), _floats(draw(_SHAPES))
+    if op_type in ("MaxPool", "AveragePool"):
+        image = _floats(draw(st.lists(st.integers(1, 3), min_size=2, max_size=4).map(tuple)))
+        return op_type, [image], {"kernel_shape": draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))}, 1
+    if op_type == "LayerNormalization":
+        return op_type, [first, second], {"axis": draw(st.integers(-3, 2))}, 1
+    if op_type == "InstanceNormalization":
+        image = _floats(draw(st.lists(st.integers(1, 3), min_size=2, max_size=4).map(tuple)))
+        return op_type, [image, second, _floats(draw(_SHAPES))], {}, 1
     if op_type == "Where":
         return op_type, [np.ones(draw(_SHAPES), dtype=bool), first, second], {}, 1
     if op_type == "Conv":
