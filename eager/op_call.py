@@ -15,7 +15,6 @@ import numpy as np
 
 from dsl import shape_rules, types
 from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
-from dsl.node_inference import infer_node
 from dsl.operators import literal_elem_type
 from dsl.opsets import Op
 from eager import values
@@ -23,7 +22,7 @@ from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback, sig_elem
-from eager.op_failures import Operand, backend_reason, explain
+from eager.op_failures import Operand, backend_reason, explain, inference_refusal
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
@@ -539,30 +538,8 @@ def _explained(
     operands = _operands(op, arrays, signature)
     found = explain(op.name, operands, _attribute_values(protos), op.version)
     if found is None and op.schema is not None and op.domain == "" and not shape_rules.has_rule(op.name):
-        found = _onnx_refusal(op, arrays, signature, protos)
+        found = inference_refusal(op.schema, op.default_output_count(), arrays, signature, protos)
     return operands, found
-
-
-def _onnx_refusal(op: Op, arrays: list[Any], signature: Signature, protos: list[Any]) -> tuple[str, str] | None:
-    """``(message, hint)`` where ONNX's inference refuses the node with the call's types and
-    shapes (:func:`dsl.node_inference.infer_node`, the compiler's words), else None.  Calls
-    with sequences, optionals or subgraphs are left to the backends' reasons."""
-    import onnx
-    import onnx.helper as oh
-
-    if any(sig is not None and (sig is _LITERAL or sig[0] in ("seq", "opt")) for sig in signature) or any(
-            proto.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for proto in protos):
-        return None
-    names = ["" if sig is None else f"i{index}" for index, sig in enumerate(signature)]
-    types = {name: oh.make_tensor_type_proto(sig[0], list(np.shape(array)))
-             for name, sig, array in zip(names, signature, arrays) if sig is not None}
-    node = oh.make_node(op.name, names, [f"o{index}" for index in range(op.default_output_count())])
-    node.attribute.extend(protos)
-    try:
-        infer_node(op.schema, node, types)
-    except DslError as refused:
-        return refused.message, refused.hint
-    return None
 
 
 def _failure(
