@@ -55,6 +55,7 @@ CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
 CHECKED_EXPORTS = ("tests/test_checked_exports.py", "tests/test_frontend_python.py")
 EAGER_FAILURES = ("tests/test_eager_op_failures.py",)
 TL = ("tests/test_torch_lib_constructs.py",)
+AGREEMENT = ("tests/test_eager_onnxruntime_agreement.py",)
 
 
 @dataclass(frozen=True)
@@ -608,6 +609,37 @@ MUTATIONS = [
     Mutation("DT13", "a weight's eager dtype is numpy's, not a DType", "dsl/frontend/weights.py",
              "        return dtype_of(self.tensor.elem_type)\n", "        return np.asarray(self.tensor.array).dtype\n",
              ("tests/test_dtype_in_script.py",)),
+    # ---------------------------------------------------------------- eager: onnx.reference only where onnxruntime lacks the op
+    Mutation("EC1", "every onnxruntime refusal counts as lacking the op (onnx.reference runs what it refuses)",
+             "eager/kernels.py", "    return isinstance(error, (state.Fail, state.InvalidGraph)) and _LACKS.search(str(error)) "
+             "is not None", "    return True", AGREEMENT),
+    Mutation("EC2", "a call onnxruntime refuses at run time is rerun in onnx.reference", "eager/kernels.py",
+             "    if isinstance(kernel, (OrtKernel, ShapedKernel)) and onnxruntime_lacks(error):",
+             "    if isinstance(kernel, (OrtKernel, ShapedKernel)):", AGREEMENT),
+    Mutation("EC3", "NOT_IMPLEMENTED is a refusal of the call (ops onnxruntime lacks no longer run)", "eager/kernels.py",
+             "    if isinstance(error, state.NotImplemented):\n        return True",
+             "    if isinstance(error, state.NotImplemented):\n        return False", AGREEMENT),
+    Mutation("EC4", "a refused rank-only model is the last word (no retry with the call's shapes)", "eager/kernels.py",
+             "    shapes = call_shapes(spec, arrays)\n    return ShapedKernel(spec, shapes, _ort_session(spec, shapes))",
+             "    raise CallRefused(_message(rank_only))", AGREEMENT),
+    Mutation("EC5", "ops run in onnx.reference by policy skip onnxruntime's verdict", "eager/kernels.py",
+             'return ReferenceKernel(spec, f"onnx.reference preferred: {preferred}", ort_kernel)',
+             'return ReferenceKernel(spec, f"onnx.reference preferred: {preferred}")', AGREEMENT),
+    Mutation("EC6", "eager.profile_model binds its inputs unchecked", "eager/model_profile.py",
+             "    bind_inputs(names, inputs, {v.name: v.type for v in graph.input}, env)",
+             "    env.update(inputs if isinstance(inputs, dict) else zip(names, inputs))", ("tests/test_eager_profile.py",)),
+    Mutation("EC7", "eager does not ask ONNX's shape inference for the compiler's words", "eager/op_call.py",
+             "        found = inference_refusal(op.schema, op.default_output_count(), arrays, signature, protos)",
+             "        found = None", AGREEMENT),
+    Mutation("EC8", "a list given to a Loop's carried value is judged by the one-node model's guessed type",
+             "eager/kernels.py", "    if _untyped_input(spec) and not onnxruntime_lacks(rank_only):",
+             "    if False:", AGREEMENT),
+    Mutation("EC9", "eager.run node by node reruns a node onnxruntime refused in onnx.reference", "eager/model_runner.py",
+             "            fallback = runtime_fallback(kernel, run_error)",
+             "            fallback = kernel.fallback() if kernel.backend == \"onnxruntime\" else None", AGREEMENT),
+    Mutation("EC10", "eager.run node by node lets onnxruntime's refusal to load a node escape unnamed",
+             "eager/model_runner.py", "            except CallRefused as err:  # onnxruntime has the op and refuses the node",
+             "            except KernelBuildError as err:  # onnxruntime has the op and refuses the node", AGREEMENT),
 ]
 
 def _copy_tree(destination: Path) -> Path:
