@@ -74,6 +74,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "converter.node_wire": (2, "back end"),
     "converter.value_encoding": (2, "back end"),
     "converter.inferred_types": (2, "back end"),
+    "converter.output_ranks": (2, "back end"),
     "converter.python_source": (2, "back end"),
     "converter.torch_module": (2, "back end"),
     "converter.compare": (2, "back end"),
