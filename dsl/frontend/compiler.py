@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir
-from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, output_label
+from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, inputs_fix_ranks, output_label
 from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import CompileContext, GraphBuilder
@@ -358,15 +358,22 @@ class FunctionCompiler(
             )
         graph = self.builder.graph
         taken: set[ir.Value] = set()
+        ranks_fixed = inputs_fix_ranks([value.type for value in graph.inputs])
         for index, (value, name) in enumerate(zip(outcome.values, outcome.names)):
             declared = output_types[index] if output_types is not None else None
             known = self.ctx.elem(value)
             check_output_elem(index, known, declared, location)
             check_declared(output_label(index, name), self.ctx.shapes.shape(value), known, declared, location,
-                           OUTPUT_HINT)
+                           OUTPUT_HINT, check_rank=ranks_fixed)
+            shape = self.ctx.shapes.shape(value)
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
-            if declared is not None:
+            if isinstance(declared, ir.TensorType) and declared.shape is not None and not ranks_fixed and (
+                    shape is None or len(shape) != len(declared.shape)):
+                # Inputs of any rank: the annotation's rank is not a promise (not checked, as
+                # eagerly); the model's output takes the element type and inference's rank.
+                value.type = ir.TensorType(declared.elem_type, None)
+            elif declared is not None:
                 value.type = declared
             elif value.type is None and known is not None:
                 value.type = ir.TensorType(known, None)
