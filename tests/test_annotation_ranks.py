@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsl import BOOL, DOUBLE, FLOAT, ir, script
+from dsl import BOOL, DOUBLE, FLOAT, INT64, ir, script
 from dsl import opset18 as op
 from dsl.errors import DslTypeError
 from tests.helpers import check_script, export_and_run
@@ -47,6 +47,17 @@ def calls_scalar_isinf(x: FLOAT[3, 3]):
 
 
 @script()
+def flat_isinf(x: FLOAT[3, 3]):
+    found = op.Cast(scalar_isinf(x), to=FLOAT.dtype)  # [3, 3] here, whatever the annotation says
+    return op.Reshape(found, [9])
+
+
+@script()
+def shape_of(x: TFloat) -> INT64:
+    return op.Shape(x)
+
+
+@script()
 def any_rank_isinf(x: FLOAT[...]) -> BOOL:
     return op.IsInf(x)
 
@@ -69,6 +80,19 @@ def test_a_typevar_parameter_leaves_the_result_rank_to_the_body(shape: list[int]
 def test_a_call_with_another_rank_than_declared_gets_the_rank_the_body_computes() -> None:
     x = np.array([[np.inf, 1.0, 0.0]] * 3, dtype=np.float32)
     check_script(calls_scalar_isinf, [x], np.isinf(x))
+
+
+def test_the_result_of_such_a_call_is_not_taken_for_the_annotation_s_rank() -> None:
+    x = np.array([[np.inf, 1.0, 0.0]] * 3, dtype=np.float32)
+    check_script(flat_isinf, [x], np.isinf(x).astype(np.float32).reshape(9))
+
+
+def test_a_rank_the_body_computes_whatever_the_inputs_is_its_own() -> None:
+    """The compiler knows Shape's rank even for an input of any rank; it still checks it
+    only where eager mode would (the parameter fixes no rank)."""
+    for x in (np.ones((2, 3), np.float32), np.ones((4,), np.float32)):
+        check_script(shape_of, [x], np.array(x.shape, dtype=np.int64),
+                     io_types={"x": ir.TensorType(FLOAT.enum, (None,) * x.ndim)})
 
 
 def test_the_outermost_call_and_a_model_keep_a_bare_type_a_scalar() -> None:

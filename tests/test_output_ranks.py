@@ -70,21 +70,28 @@ def call_min_attribute(x: FLOAT[3, 4], axes: INT64[1]):
     return min_attribute(x, axes, keepdim=0)
 
 
+def _checked_rank(function: object, inputs: list[np.ndarray], expected: np.ndarray) -> None:
+    """Exported and eager results equal numpy's, and the model declares numpy's rank."""
+    check_script(function, inputs, expected)  # type: ignore[arg-type]
+    output = function.to_model_proto().graph.output[0]  # type: ignore[attr-defined]
+    assert len(output.type.tensor_type.shape.dim) == np.ndim(expected)
+
+
 @settings(max_examples=12, deadline=None)
 @given(axis=st.integers(-2, 1), seed=st.integers(0, 2**16))
 def test_a_reduction_over_one_runtime_axis_has_one_axis_less(axis: int, seed: int) -> None:
     x = np.random.default_rng(seed).standard_normal((3, 4)).astype(np.float32)
     axes = np.array([axis], dtype=np.int64)
-    check_script(min_over, [x, axes], x.min(axis=axis))
-    check_script(min_kept, [x, axes], x.min(axis=axis, keepdims=True))
-    check_script(call_min_attribute, [x, axes], x.min(axis=axis))
+    _checked_rank(min_over, [x, axes], x.min(axis=axis))
+    _checked_rank(min_kept, [x, axes], x.min(axis=axis, keepdims=True))
+    _checked_rank(call_min_attribute, [x, axes], x.min(axis=axis))
 
 
 def test_a_reduction_over_no_runtime_axes_reduces_all_or_none() -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     none = np.zeros((0,), dtype=np.int64)
-    check_script(min_of_all, [x, none], np.array(x.min()))
-    check_script(min_or_none, [x, none], x)
+    _checked_rank(min_of_all, [x, none], np.array(x.min()))
+    _checked_rank(min_or_none, [x, none], x)
 
 
 @script()
@@ -113,7 +120,7 @@ def scale_channels(x: FLOAT[2, 3, 4], w: FLOAT[3]):
 def test_axes_computed_from_constants_are_folded_to_give_the_rank() -> None:
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     w = np.array([1.0, -2.0, 0.5], dtype=np.float32)
-    check_script(scale_channels, [x, w], x * w[:, None])
+    _checked_rank(scale_channels, [x, w], x * w[:, None])
     model = scale_channels.to_model_proto()
     assert [node.op_type for node in model.graph.node].count("Range") == 1  # the model itself is not folded
 
@@ -152,9 +159,9 @@ def is_nonzero_any(x: FLOAT["N", "M"]):
 
 def test_an_if_whose_condition_static_sizes_decide_has_the_rank_of_the_branch_taken() -> None:
     x = np.ones((3, 3), dtype=np.float32)
-    check_script(is_nonzero_untyped, [x], np.array(False))
+    _checked_rank(is_nonzero_untyped, [x], np.array(False))
     check_script(is_nonzero, [x], np.array(False))
-    check_script(is_nonzero_one, [np.array([2.0], dtype=np.float32)], np.array([True]))
+    _checked_rank(is_nonzero_one, [np.array([2.0], dtype=np.float32)], np.array([True]))
     check_script(is_nonzero_one, [np.array([0.0], dtype=np.float32)], np.array([False]))
 
 
