@@ -588,7 +588,7 @@ MUTATIONS = [
              "        return delta != 0 and max(0, math.ceil((limit - start) / delta)) <= _MAX_ELEMENTS",
              "        return delta != 0", ("tests/test_output_ranks.py",)),
     Mutation("RK6", "an If whose branches differ in rank is not named", "converter/output_ranks.py",
-             "    return (node, ranks) if len(set(ranks)) > 1 else None", "    return None",
+             "    if len(set(ranks)) < 2:\n        return None", "    if True:\n        return None",
              ("tests/test_output_ranks.py",)),
     Mutation("RK7", "compiled: an input of any rank still checks the result's rank", "dsl/frontend/compiler.py",
              "OUTPUT_HINT, check_rank=ranks_fixed)", "OUTPUT_HINT, check_rank=True)", ("tests/test_annotation_ranks.py",)),
@@ -612,6 +612,9 @@ MUTATIONS = [
     Mutation("RK14", "compiled: a list of numbers and tensors is a tensor at once", "dsl/frontend/expressions.py",
              "        if any(isinstance(item, AttrRef) for item in items):\n            if not any(",
              "        if True:\n            if not any(", ("tests/test_list_packing.py",)),
+    Mutation("RK15", "a reduction over several run-time axes is not named", "converter/output_ranks.py",
+             "        if axes is not None and len(axes) == 1 and axes[0] > 1:", "        if False:",
+             ("tests/test_output_ranks.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

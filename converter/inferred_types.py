@@ -15,7 +15,7 @@ import re
 import onnx
 import onnx.shape_inference
 
-from converter.output_ranks import settle_output_ranks, undecided_if
+from converter.output_ranks import settle_output_ranks, undecided_rank
 from converter.value_encoding import is_complete
 from dsl import ir
 from dsl.errors import ConversionError
@@ -102,16 +102,13 @@ def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir
     if not output.type.HasField("tensor_type") or output.type.tensor_type.HasField("shape"):
         return
     if all(item.type.tensor_type.HasField("shape") for item in model.graph.input if item.type.HasField("tensor_type")):
-        undecided = undecided_if(model, output.name)
+        undecided = undecided_rank(model, output.name)
         if undecided is not None:
-            node, ranks = undecided
             raise ConversionError(
-                f"the rank of output {output.name!r} is known only at run time: it comes from an If whose "
-                f"branches give rank {' and rank '.join(map(str, ranks))}, and which one runs depends on "
-                "the condition's value; a model's outputs need one rank (onnx.checker)",
-                _if_location(graph, node) or value.location or graph.location,
-                hint="make both branches give the same rank (op.Reshape(v, [-1]) or op.Reshape(v, []) "
-                     "for a one-element value), or decide the condition from static sizes (x.shape)",
+                f"the rank of output {output.name!r} is known only at run time: {undecided.reason}; a model's "
+                "outputs need one rank (onnx.checker)",
+                _node_location(graph, undecided.node) or value.location or graph.location,
+                hint=undecided.hint,
             )
         raise ConversionError(
             f"the rank of output {output.name!r} is unknown: the function does not say it and ONNX shape "
@@ -121,11 +118,13 @@ def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir
         )
 
 
-def _if_location(graph: ir.Graph, node: onnx.NodeProto) -> ir.SourceLocation | None:
-    """Where the IR If that ``node`` was written from is, found by its branches' output
-    names (an If of an inlined function carries its names with a ``__N`` suffix)."""
-    names = {re.sub(r"__\d+$", "", inner.name) for attribute in node.attribute if attribute.HasField("g")
-             for inner in attribute.g.output}
+def _node_location(graph: ir.Graph, node: onnx.NodeProto) -> ir.SourceLocation | None:
+    """Where the IR node that ``node`` was written from is, found by its op and its (or its
+    branches') output names; a node of an inlined function carries its names with a
+    ``__N`` suffix."""
+    names = {re.sub(r"__\d+$", "", name) for name in node.output}
+    names.update(re.sub(r"__\d+$", "", inner.name) for attribute in node.attribute if attribute.HasField("g")
+                 for inner in attribute.g.output)
     pending, seen = [graph], set()
     while pending:
         current = pending.pop()
@@ -135,8 +134,11 @@ def _if_location(graph: ir.Graph, node: onnx.NodeProto) -> ir.SourceLocation | N
         for candidate, _ in ir.walk(current):
             if candidate.callee is not None:
                 pending.append(candidate.callee.graph)
-            if candidate.op_type == "If" and any(
-                    value.name in names for branch in ir.subgraphs(candidate) for value in branch.outputs):
+            if candidate.op_type != node.op_type:
+                continue
+            outputs = [value.name for value in candidate.outputs]
+            outputs += [value.name for branch in ir.subgraphs(candidate) for value in branch.outputs]
+            if names.intersection(outputs):
                 return candidate.location
     return None
 

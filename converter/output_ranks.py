@@ -12,12 +12,13 @@ whose inputs are constants evaluated with ``onnx.reference``; ``Shape``/``Size``
 value of static shape made constants; an If on a constant condition replaced by the
 branch it takes) and inferred again, until the wanted outputs have ranks or nothing
 changes.  The written model is not changed: only the output types come from the copy.
-Where a rank stays open, :func:`undecided_if` names the If that leaves it open.
+Where a rank stays open, :func:`undecided_rank` names the node that leaves it to run time.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -26,7 +27,7 @@ import onnx.inliner
 import onnx.numpy_helper
 import onnx.shape_inference
 
-__all__ = ["settle_output_ranks", "undecided_if"]
+__all__ = ["UndecidedRank", "settle_output_ranks", "undecided_rank"]
 
 # Ops evaluated on constant inputs: shape arithmetic, whose results stay small.
 _FOLDABLE = frozenset({
@@ -69,22 +70,33 @@ def settle_output_ranks(model: onnx.ModelProto, wanted: list[str]) -> dict[str, 
     return found
 
 
-def undecided_if(model: onnx.ModelProto, output: str) -> tuple[onnx.NodeProto, list[int]] | None:
-    """The If that gives ``output`` (through Identity nodes) and the ranks its branches
-    give, where they differ: the rank is then known only when the condition is, at run
-    time.  None where ``output`` comes from anything else.
+@dataclass(frozen=True)
+class UndecidedRank:
+    """Why an output's rank is known only at run time: the node that decides it (of the
+    model with its local functions inlined), what to say, and what to write instead."""
 
-    >>> undecided_if(model_proto, "return_val")   # doctest: +SKIP
-    (<If node>, [2, 0])
+    node: onnx.NodeProto
+    reason: str
+    hint: str
+
+
+def undecided_rank(model: onnx.ModelProto, output: str) -> UndecidedRank | None:
+    """Why ``output``'s rank is known only at run time, where the node giving it (through
+    Identity nodes) is an If whose branches differ in rank, or a reduction over two or
+    more axes given at run time; None where it comes from anything else.
+
+    >>> undecided_rank(model_proto, "return_val").reason   # doctest: +SKIP
+    'it comes from an If whose branches give rank 2 and rank 0, ...'
     """
     work = onnx.ModelProto()
     work.CopyFrom(model)
     if work.functions:
         work = onnx.inliner.inline_local_functions(work)
-    try:
+    try:  # (the inferred copy: its If branches' outputs carry their types)
         work = onnx.shape_inference.infer_shapes(work, check_type=False, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
         return None
+    types = {info.name: info.type for info in [*work.graph.input, *work.graph.value_info, *work.graph.output]}
     producers = {name: node for node in work.graph.node for name in node.output}
     name = output
     node = producers.get(name)
@@ -93,9 +105,22 @@ def undecided_if(model: onnx.ModelProto, output: str) -> tuple[onnx.NodeProto, l
             break
         name = node.input[0]
         node = producers.get(name)
-    if node is None or node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+    if node is None or node.domain not in ("", "ai.onnx"):
         return None
-    index = list(node.output).index(name)
+    if node.op_type == "If":
+        return _undecided_if(node, list(node.output).index(name))
+    if node.op_type in _REDUCE and len(node.input) > 1 and node.input[1]:
+        axes = _static_dims(types.get(node.input[1]))
+        if axes is not None and len(axes) == 1 and axes[0] > 1:
+            return UndecidedRank(
+                node, f"it comes from {node.op_type} over {axes[0]} axes given at run time, and an axis may "
+                      "repeat among them (onnxruntime reduces it once), so the number of axes it removes is "
+                      "known only then",
+                "give the axes as constants, or one axis at a time, or keepdims=1 (the rank stays the data's)")
+    return None
+
+
+def _undecided_if(node: onnx.NodeProto, index: int) -> UndecidedRank | None:
     ranks = []
     for attribute in node.attribute:
         branch = attribute.g
@@ -105,7 +130,13 @@ def undecided_if(model: onnx.ModelProto, output: str) -> tuple[onnx.NodeProto, l
         if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
             return None
         ranks.append(len(declared.tensor_type.shape.dim))
-    return (node, ranks) if len(set(ranks)) > 1 else None
+    if len(set(ranks)) < 2:
+        return None
+    return UndecidedRank(
+        node, f"it comes from an If whose branches give rank {' and rank '.join(map(str, ranks))}, and which "
+              "one runs depends on the condition's value",
+        "make both branches give the same rank (op.Reshape(v, [-1]) or op.Reshape(v, []) for a one-element "
+        "value), or decide the condition from static sizes (x.shape)")
 
 
 def _inferred(model: onnx.ModelProto) -> dict[str, onnx.TypeProto] | None:
