@@ -80,8 +80,9 @@ def _settle_ranks(model: onnx.ModelProto, missing: list[int], known: dict[str, o
     (:mod:`converter.output_ranks`), added to ``known``; the written model stays as it is."""
     names = [model.graph.output[index].name for index in missing]
     open_ranks = [name for name in names if not _has_rank(known.get(name))]
-    if not open_ranks:
-        return
+    if not open_ranks or not all(item.type.tensor_type.HasField("shape") for item in model.graph.input
+                                 if item.type.HasField("tensor_type")):
+        return  # (a rank-less input leaves the outputs' ranks open: no error is due)
     for name, found in settle_output_ranks(model, open_ranks).items():
         info = onnx.ValueInfoProto()
         info.name = name
