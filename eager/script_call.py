@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
-from dsl.annotation_checks import argument_hint, arguments_keep_ranks, check_declared, fits_declared, inputs_fix_ranks
+from dsl.annotation_checks import argument_hint, check_declared, fits_declared, inputs_fix_ranks
 from dsl.errors import DslTypeError
 from eager import values
 from eager.annotation_sites import argument_location
@@ -37,17 +37,17 @@ from eager.tensor import EagerTensor
 __all__ = ["call_script"]
 
 _SIGNATURES: weakref.WeakKeyDictionary[
-    Any, tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], bool]
+    Any, tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...] | None]
 ] = weakref.WeakKeyDictionary()
 
 
 def _signature(
     python_function: Any, defining_locals: dict[str, Any] | None = None
-) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], bool]:
+) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...] | None]:
     """The signature, the IR type of each parameter, the attribute parameters with defaults,
-    and whether a tensor parameter has any rank (no annotation, ``FLOAT[...]``, a TypeVar:
-    then the results' ranks are the body's); ``defining_locals`` are the names of the
-    function a nested ``def`` was decorated in."""
+    and each tensor parameter's declared rank, or None where one has any rank (no
+    annotation, ``FLOAT[...]``, a TypeVar: then the results' ranks are the body's);
+    ``defining_locals`` are the names of the function a nested ``def`` was decorated in."""
     found = _SIGNATURES.get(python_function)
     if found is None:
         signature = inspect.signature(python_function)
@@ -63,7 +63,7 @@ def _signature(
         attribute_parameters = tuple(
             (name, parameter.default) for name, parameter in signature.parameters.items() if annotations[name] is None
         )
-        found = (signature, annotations, attribute_parameters, open_rank)
+        found = (signature, annotations, attribute_parameters, None if open_rank else _declared_ranks(annotations))
         _SIGNATURES[python_function] = found
     return found
 
@@ -91,7 +91,7 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     array([2.], dtype=float32)
     """
     python_function = script_function.python_function
-    signature, annotations, attribute_parameters, open_rank = _signature(
+    signature, annotations, attribute_parameters, declared_ranks = _signature(
         python_function, getattr(script_function, "defining_locals", None))
     try:
         bound = signature.bind(*args, **kwargs)
@@ -108,7 +108,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
                                     signature if nested else None)
         bound.arguments[name] = wrapped
         torch_in = torch_in or from_torch
-    check_ranks = not open_rank and _ranks_kept(annotations, bound.arguments)
+    # (the outermost call's arguments were checked for their declared ranks just above)
+    check_ranks = declared_ranks is not None and (not nested or _ranks_kept(declared_ranks, bound.arguments))
     in_script = IN_EAGER_SCRIPT.set(True)
     opset = script_function.opset if script_function.opset is not None else _opset_named_in_body(python_function)
     opset_token = OPERATOR_OPSET.set(opset) if opset is not None else None
@@ -126,19 +127,26 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     return _unwrap(result, torch_in)
 
 
-def _ranks_kept(annotations: dict[str, Any], arguments: dict[str, Any]) -> bool:
-    """Whether the call's tensors have the ranks their parameters declare, so that the
-    results are checked against the return annotation's ranks, as the compiler checks
-    them (:func:`dsl.annotation_checks.arguments_keep_ranks`)."""
-    types_in: list[Any] = []
-    shapes: list[Any] = []
+def _declared_ranks(annotations: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Each tensor parameter's declared rank (sequences aside)."""
+    found = []
     for name, declared in annotations.items():
+        while isinstance(declared, ir.OptionalType):
+            declared = declared.elem
+        if isinstance(declared, ir.TensorType) and declared.shape is not None:
+            found.append((name, len(declared.shape)))
+    return tuple(found)
+
+
+def _ranks_kept(declared_ranks: tuple[tuple[str, int], ...], arguments: dict[str, Any]) -> bool:
+    """Whether a call from another body passes tensors of the declared ranks, so that the
+    results are checked against the return annotation's ranks, as the compiler checks
+    them at such a call (:func:`dsl.annotation_checks.arguments_keep_ranks`)."""
+    for name, rank in declared_ranks:
         value = arguments.get(name)
-        if declared is None or (value is None and isinstance(declared, ir.OptionalType)):
-            continue  # an attribute, or an omitted optional input
-        types_in.append(declared)
-        shapes.append(value.array.shape if isinstance(value, EagerTensor) else None)
-    return arguments_keep_ranks(shapes, types_in) if types_in else True
+        if type(value) is EagerTensor and value.array.ndim != rank:
+            return False
+    return True
 
 
 def _wrap(function_name: str, name: str, value: Any, declared: Any,
