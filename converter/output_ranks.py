@@ -27,6 +27,8 @@ import onnx.inliner
 import onnx.numpy_helper
 import onnx.shape_inference
 
+from dsl import reduction_ranks
+
 __all__ = ["UndecidedRank", "settle_output_ranks", "undecided_rank"]
 
 # Ops evaluated on constant inputs: shape arithmetic, whose results stay small.
@@ -237,26 +239,20 @@ def _taken_branch(node: onnx.NodeProto, condition: bool) -> list[onnx.NodeProto]
 def _reduction_rank(node: onnx.NodeProto, constants: dict[str, np.ndarray],
                     types: dict[str, onnx.TypeProto]) -> tuple[int, int] | None:
     """(element type, rank) of a reduction over axes given as a run-time input of static
-    length: keepdims keeps the rank; without it no axes reduce all (or none, with
-    noop_with_empty_axes) and one axis removes one.  Two or more may repeat an axis
-    (onnxruntime reduces it once), so their count does not fix the rank."""
+    length (:func:`dsl.reduction_ranks.reduced_shape`)."""
     if node.op_type not in _REDUCE or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
         return None
     if not node.input[1] or node.input[1] in constants:
         return None
     data, axes = types.get(node.input[0]), _static_dims(types.get(node.input[1]))
-    if not _has_shape(data) or axes is None or len(axes) != 1:
+    if not _has_shape(data) or axes is None:
         return None
     assert data is not None
-    rank = len(data.tensor_type.shape.dim)
     attributes = {a.name: a.i for a in node.attribute}
-    if attributes.get("keepdims", 1):
-        return data.tensor_type.elem_type, rank
-    if axes[0] == 0:
-        return data.tensor_type.elem_type, rank if attributes.get("noop_with_empty_axes", 0) else 0
-    if axes[0] == 1:
-        return data.tensor_type.elem_type, rank - 1
-    return None
+    shape = reduction_ranks.reduced_shape([None] * len(data.tensor_type.shape.dim), axes,
+                                          bool(attributes.get("keepdims", 1)),
+                                          bool(attributes.get("noop_with_empty_axes", 0)))
+    return None if shape is None else (data.tensor_type.elem_type, len(shape))
 
 
 def _has_shape(found: onnx.TypeProto | None) -> bool:

@@ -64,6 +64,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.shape_rules": (1, "knowledge"),
     "dsl.annotation_checks": (1, "knowledge"),
     "dsl.list_packing": (1, "knowledge"),
+    "dsl.reduction_ranks": (1, "knowledge"),
     "dsl.frontend": (2, "front end"),
     "dsl.markup": (2, "front end"),
     "converter.from_onnx": (2, "front end"),

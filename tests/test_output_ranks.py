@@ -87,6 +87,20 @@ def test_a_reduction_over_one_runtime_axis_has_one_axis_less(axis: int, seed: in
     _checked_rank(call_min_attribute, [x, axes], x.min(axis=axis))
 
 
+@script()
+def shift_if_vector(x: FLOAT[3, 4], axes: INT64[1]):
+    y = op.ReduceMin(x, axes, keepdims=0)
+    if len(y.shape) == 1:  # a Python int while compiling, as eagerly
+        return y + 1.0
+    return y
+
+
+def test_the_compiler_knows_the_rank_of_a_reduction_over_one_runtime_axis() -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for axis in (0, 1):
+        _checked_rank(shift_if_vector, [x, np.array([axis])], x.min(axis=axis) + 1.0)
+
+
 def test_a_reduction_over_no_runtime_axes_reduces_all_or_none() -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     none = np.zeros((0,), dtype=np.int64)
