@@ -22,6 +22,7 @@ from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback, sig_elem
+from eager.list_inputs import packed_list
 from eager.op_failures import Operand, backend_reason, explain, inference_refusal
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
@@ -204,6 +205,9 @@ def _read_inputs(op: Op, facts: OpFacts, args: tuple[Any, ...] | list[Any]) -> t
             signature.append(("seq", elem, None))
             sequences = True
             continue
+        elif cls in (list, tuple) and any(is_tensor_item(item) for item in value):
+            array, from_torch, from_eager = packed_list(value, len(arrays), len(args))
+            torch_in, eager_in = torch_in or from_torch, eager_in or from_eager
         elif cls in (int, float, bool, list, tuple):
             arrays.append(value)
             signature.append(_LITERAL)

@@ -224,7 +224,8 @@ class CallCompiler(_CompilerBase):
         outputs = self.builder.add_node(callee.name, callee.domain, inputs, attributes, count, location, elems,
                                         callee=callee)
         shapes = callee_output_shapes([formal.type for formal in callee.inputs],
-                                      [self.ctx.shapes.shape(value) for value in inputs],
+                                      [self.ctx.shapes.shape(value) if value is not None  # (omitted: as declared)
+                                       else getattr(formal.type, "shape", None) for value, formal in zip(inputs, callee.inputs)],
                                       [output.type for output in callee.outputs])
         for output, shape in zip(outputs, shapes):
             self.ctx.shapes.set(output, shape)
