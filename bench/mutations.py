@@ -691,6 +691,10 @@ MUTATIONS = [
              "            return reduction_ranks.reduced_shape(data, call.shapes[1], keep,",
              "            return None and reduction_ranks.reduced_shape(data, call.shapes[1], keep,",
              ("tests/test_output_ranks.py",)),
+    Mutation("RK18", "a DFT with a run-time length loses its input's rank", "converter/output_ranks.py",
+             'ranked = _reduction_rank(node, constants, types) or _data_rank(node, types)',
+             'ranked = _reduction_rank(node, constants, types)',
+             ("tests/test_output_ranks.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -42,6 +42,9 @@ _REDUCE = frozenset({
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
     "ReduceProd", "ReduceSum", "ReduceSumSquare",
 })
+# Ops whose output has their data input's rank and element type whatever their run-time
+# inputs hold (DFT-17 infers nothing once ``dft_length`` is an input, though it changes one size).
+_DATA_RANK = frozenset({"DFT"})
 _MAX_ELEMENTS = 1024  # a folded value larger than this is left to run time
 _MAX_ROUNDS = 16  # each round settles at least one If or folds a node; a chain of Ifs is short
 
@@ -163,7 +166,7 @@ def _simplify(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto], opset: i
         replacement = _decided(node, constants, types, opset)
         if replacement is None:
             rewritten.append(node)
-            ranked = _reduction_rank(node, constants, types)
+            ranked = _reduction_rank(node, constants, types) or _data_rank(node, types)
             if ranked is not None and not _has_shape(types.get(node.output[0])):
                 _declare(graph, onnx.helper.make_tensor_value_info(node.output[0], ranked[0], [None] * ranked[1]))
                 changed = True
@@ -253,6 +256,16 @@ def _reduction_rank(node: onnx.NodeProto, constants: dict[str, np.ndarray],
                                           bool(attributes.get("keepdims", 1)),
                                           bool(attributes.get("noop_with_empty_axes", 0)))
     return None if shape is None else (data.tensor_type.elem_type, len(shape))
+
+
+def _data_rank(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> tuple[int, int] | None:
+    """(element type, rank) of an op of ``_DATA_RANK``: those of its first input."""
+    if node.op_type not in _DATA_RANK or node.domain not in ("", "ai.onnx") or not node.input:
+        return None
+    data = types.get(node.input[0])
+    if data is None or not _has_shape(data):
+        return None
+    return data.tensor_type.elem_type, len(data.tensor_type.shape.dim)
 
 
 def _has_shape(found: onnx.TypeProto | None) -> bool:

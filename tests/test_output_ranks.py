@@ -221,3 +221,22 @@ def test_folding_leaves_a_huge_range_to_run_time(monkeypatch: pytest.MonkeyPatch
     assert list(found) == ["small"]
     assert [dim.dim_value for dim in found["small"].tensor_type.shape.dim] == [1]
     assert evaluated.count("Range") == 1
+
+
+@script()
+def inverse_real_dft(spectrum: FLOAT[3, 3, 2], length: INT64):
+    return op.DFT(spectrum, length, axis=1, inverse=1, onesided=1)
+
+
+@pytest.mark.parametrize("length", [4, 5])
+def test_a_dft_with_a_runtime_length_has_its_inputs_rank(length: int) -> None:
+    """DFT-17 infers nothing once ``dft_length`` is an input; its output keeps the input's
+    rank (only the transformed axis changes size), so the model is written with rank 3
+    (a real signal: the last axis has size 1).  The lengths used are those whose bin count (length // 2 + 1 = 3) is the input's, where
+    onnxruntime gives numpy's inverse real FFT."""
+    model = inverse_real_dft.to_model_proto()
+    onnx.checker.check_model(model, full_check=True)
+    assert len(model.graph.output[0].type.tensor_type.shape.dim) == 3
+    data = np.random.default_rng(length).random((3, 3, 2)).astype(np.float32)
+    expected = np.fft.irfft(data[..., 0] + 1j * data[..., 1], n=length, axis=1)[..., None]
+    check_script(inverse_real_dft, [data, np.array(length, dtype=np.int64)], expected.astype(np.float32), atol=1e-5)
