@@ -55,6 +55,7 @@ CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
 CHECKED_EXPORTS = ("tests/test_checked_exports.py", "tests/test_frontend_python.py")
 EAGER_FAILURES = ("tests/test_eager_op_failures.py",)
 TL = ("tests/test_torch_lib_constructs.py",)
+VL_INPUTS = ("tests/test_shape_rules_inputs.py",)
 
 
 @dataclass(frozen=True)
@@ -571,6 +572,31 @@ MUTATIONS = [
     Mutation("LC7", "a Constant of any type is read from the node (float16 as float32)", "eager/captured_values.py",
              "    array = onnx.numpy_helper.to_array(tensor)", "    array = onnx.numpy_helper.to_array(tensor).astype("
              "np.float32 if tensor.data_type == onnx.TensorProto.FLOAT16 else None)", ("tests/test_eager_model_session.py",)),
+    Mutation("VL1", "Conv's bias rank not checked", "dsl/shape_rules_inputs.py",
+             "    if shape is not None and len(shape) != 1:\n        raise call.fail(f\"the bias",
+             "    if False:\n        raise call.fail(f\"the bias", VL_INPUTS),
+    Mutation("VL2", "ConvTranspose's bias counted from axis 1 without group", "dsl/shape_rules_inputs.py",
+             "count = int(weight[1]) * group", "count = int(weight[1])", VL_INPUTS),
+    Mutation("VL3", "a normalization's statistics sizes not compared with channels", "dsl/shape_rules_inputs.py",
+             "    if _differ(shape[0], count):\n        raise call.fail(f\"the {role}",
+             "    if False:\n        raise call.fail(f\"the {role}", VL_INPUTS),
+    Mutation("VL4", "LayerNormalization's scale not checked against X", "dsl/shape_rules_inputs.py",
+             "if shape is None or fits_into(shape, data) is None:", "if True:", VL_INPUTS),
+    Mutation("VL5", "a loss's target rank not checked", "dsl/shape_rules_inputs.py",
+             "if len(target) != len(scores) - 1:", "if False:", VL_INPUTS),
+    Mutation("VL6", "Gemm's C broadcast both ways (not only into [M, N])", "dsl/shape_rules_inputs.py",
+             "if small[axis] != 1 and _differ(small[axis], large[axis]):",
+             "if 1 not in (small[axis], large[axis]) and _differ(small[axis], large[axis]):", VL_INPUTS),
+    Mutation("VL7", "the input rules not asked by shape_rules.infer", "dsl/shape_rules.py",
+             "    if op_type in INPUT_RULES:  # a bias", "    if False:  # a bias", VL_INPUTS + EAGER_FAILURES),
+    Mutation("VL8", "float Mod with fmod=0 accepted whatever the opset", "dsl/shape_rules_inputs.py",
+             "if floating is not None and not fmod:", "if False:", VL_INPUTS),
+    Mutation("VL9", "the compiler does not ask the element-type rules", "dsl/frontend/builder.py",
+             "            check_element_types(op.name, op.since_version, elems, attributes, location)",
+             "            pass", VL_INPUTS),
+    Mutation("VL10", "eager mode does not ask the element-type rules", "eager/op_call.py",
+             "        check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)",
+             "        pass", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

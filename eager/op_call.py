@@ -17,6 +17,7 @@ from dsl import shape_rules, types
 from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
 from dsl.operators import literal_elem_type
 from dsl.opsets import Op
+from dsl.shape_rules_inputs import check_element_types
 from eager import values
 from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
@@ -432,6 +433,7 @@ def _prepare(
     op.check_input_types([sig_elem(s) for s in signature], location)
     if op.domain == "":
         shape_rules.check_attributes(op.name, kwargs, location)
+        check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
         kernel = build_kernel(spec)

@@ -62,6 +62,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.source_links": (1, "knowledge"),
     "dsl.progress": (1, "knowledge"),
     "dsl.shape_rules": (1, "knowledge"),
+    "dsl.shape_rules_inputs": (1, "knowledge"),
     "dsl.annotation_checks": (1, "knowledge"),
     "dsl.frontend": (2, "front end"),
     "dsl.markup": (2, "front end"),

@@ -1,0 +1,220 @@
+"""Static rules on the inputs that ride beside an op's main operand: a convolution's bias,
+a normalization's scale, bias and statistics, a loss's target and weight, Gemm's C.
+
+These inputs have fixed ranks and sizes tied to the main operand (one bias value per
+output channel; a target one axis shorter than the scores), which ``onnx.checker`` does
+not check and onnxruntime refuses only when the model runs (``bias must be a 1D tensor``),
+far from the line that built the node.  :mod:`dsl.shape_rules` asks these rules for every
+node the compiler builds and for every op eager mode could not run, so a program gets
+the same message both ways.  Like the shape rules, a rule refuses only what static sizes
+prove: a symbolic size may be anything.
+
+>>> class Call:  # what dsl.shape_rules hands a rule
+...     op_type, shapes, names, attributes = "Conv", [(1, 4, 8, 8), (6, 4, 3, 3), (1, 6)], ["x", "w", "b"], {}
+...     shape = lambda self, i: self.shapes[i] if i < len(self.shapes) else None
+...     name = lambda self, i: self.names[i]
+...     operand = lambda self, i: f"{self.names[i]}: {shape_text(self.shapes[i])}"
+...     attribute = lambda self, name, default=None: self.attributes.get(name, default)
+...     fail = lambda self, detail, hint: ValueError(f"{self.op_type}: {detail}")
+>>> check_inputs(Call())
+Traceback (most recent call last):
+...
+ValueError: Conv: the bias b: [1, 6] must be 1-D with one value per output channel (6, axis 0 of w), not rank 2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from dsl.errors import DslTypeError
+
+__all__ = ["ELEMENT_RULES", "INPUT_RULES", "RuleCall", "check_element_types", "check_inputs", "fits_into", "shape_text"]
+
+Dim = int | str | None
+
+
+class RuleCall(Protocol):
+    """The view of one op application the rules read (``dsl.shape_rules``' call object)."""
+
+    op_type: str
+
+    def shape(self, index: int) -> tuple[Dim, ...] | None: ...
+    def name(self, index: int) -> str: ...
+    def operand(self, index: int) -> str: ...
+    def attribute(self, name: str, default: Any = None) -> Any: ...
+    def fail(self, detail: str, hint: str) -> Exception: ...
+
+
+def shape_text(shape: Sequence[Dim]) -> str:
+    """``[B, S, 256]``: a shape as the user wrote it (``?`` for an unknown size)."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _static(dim: Dim) -> bool:
+    return isinstance(dim, int)
+
+
+def _differ(left: Dim, right: Dim) -> bool:
+    return _static(left) and _static(right) and left != right
+
+
+def fits_into(small: Sequence[Dim], large: Sequence[Dim]) -> int | None:
+    """The axis of ``small`` (counted from the end, negative) that proves it does not
+    broadcast one way into ``large`` (each axis equal to ``large``'s or 1, no more axes),
+    0 when it has more axes, or None when it fits as far as the sizes say."""
+    if len(small) > len(large):
+        return 0
+    for axis in range(-1, -len(small) - 1, -1):
+        if small[axis] != 1 and _differ(small[axis], large[axis]):
+            return axis
+    return None
+
+
+def _one_per(call: RuleCall, index: int, role: str, count: Dim, counted: str, hint: str) -> None:
+    """Input ``index`` (absent: nothing to check) must be 1-D of ``count`` values."""
+    shape = call.shape(index)
+    if shape is None:
+        return
+    if len(shape) != 1:
+        raise call.fail(f"the {role} {call.operand(index)} must be 1-D with one value per {counted}, "
+                        f"not rank {len(shape)}", hint)
+    if _differ(shape[0], count):
+        raise call.fail(f"the {role} {call.operand(index)} has {shape[0]} values, but there are {count} "
+                        f"{counted}s", hint)
+
+
+def _conv_bias(call: RuleCall) -> None:
+    weight, group = call.shape(1), int(call.attribute("group", 1) or 1)
+    count: Dim = None
+    if weight is not None and len(weight) >= 2:
+        if call.op_type == "Conv":
+            count = weight[0]
+        elif _static(weight[1]):
+            count = int(weight[1]) * group  # type: ignore[arg-type]
+    where = "axis 0" if call.op_type == "Conv" else f"axis 1 x group={group}"
+    counted = f"output channel ({count}, {where} of {call.name(1)})" if count is not None else "output channel"
+    hint = (f"the bias of {call.op_type} holds one value per output channel: shape [{count if count is not None else 'M'}]"
+            f"; reshape it with op.Reshape({call.name(2)}, [-1]) or add it after the convolution instead")
+    shape = call.shape(2)
+    if shape is not None and len(shape) != 1:
+        raise call.fail(f"the bias {call.operand(2)} must be 1-D with one value per {counted}, not rank {len(shape)}",
+                        hint)
+    if shape is not None and _differ(shape[0], count):
+        raise call.fail(f"the bias {call.operand(2)} has {shape[0]} values, but {call.name(1)} makes {count} "
+                        f"output channels ({where})", hint)
+
+
+def _channels(data: tuple[Dim, ...]) -> Dim:
+    return data[1] if len(data) >= 2 else 1  # (a rank-1 input is [N]: one channel)
+
+
+def _batch_normalization(call: RuleCall) -> None:
+    data = call.shape(0)
+    if data is None or not int(call.attribute("spatial", 1)):
+        return  # (spatial=0, before opset 9: the statistics are per element, [C, D1, ...])
+    channels = _channels(data)
+    hint = (f"scale, B, input_mean and input_var of BatchNormalization hold one value per channel (axis 1 of "
+            f"{call.name(0)}): shape [{channels}]")
+    for index, role in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")):
+        _one_per(call, index, role, channels, "channel", hint)
+
+
+def _instance_normalization(call: RuleCall) -> None:
+    data = call.shape(0)
+    if data is None:
+        return
+    if len(data) < 3:
+        raise call.fail(f"{call.operand(0)} has rank {len(data)}, but X is [N, C, D1, ...] (rank 3 or more)",
+                        "add a spatial axis with op.Unsqueeze(x, [2]), or normalize with op.LayerNormalization")
+    hint = f"scale and B of InstanceNormalization hold one value per channel (axis 1 of {call.name(0)}): shape [{data[1]}]"
+    _one_per(call, 1, "scale", data[1], "channel", hint)
+    _one_per(call, 2, "bias", data[1], "channel", hint)
+
+
+def _layer_normalization(call: RuleCall) -> None:
+    data = call.shape(0)
+    if data is None:
+        return
+    axis = int(call.attribute("axis", -1))
+    if not -len(data) <= axis < len(data):
+        raise call.fail(f"axis {axis} is out of range for {call.operand(0)} (rank {len(data)})",
+                        f"the normalized axes run from axis to the last: axis is in [{-len(data)}, {len(data) - 1}]")
+    normalized = data[axis:]
+    for index, role in ((1, "scale"), (2, "bias")):
+        shape = call.shape(index)
+        if shape is None or fits_into(shape, data) is None:
+            continue
+        raise call.fail(
+            f"the {role} {call.operand(index)} does not broadcast to {call.operand(0)}"
+            + (" (it has more axes)" if len(shape) > len(data) else ""),
+            f"scale and B of LayerNormalization have the normalized shape {shape_text(normalized)} "
+            f"(the axes of {call.name(0)} from axis={axis}), or a shape that broadcasts to {call.name(0)}",
+        )
+
+
+def _loss_target(call: RuleCall) -> None:
+    scores, target = call.shape(0), call.shape(1)
+    if scores is not None and len(scores) < 2:
+        raise call.fail(f"{call.operand(0)} has rank {len(scores)}, but the scores are [N, C, D1, ...]",
+                        f"add the batch axis with op.Unsqueeze({call.name(0)}, [0]) (and to the target)")
+    if scores is not None and target is not None:
+        expected = (scores[0], *scores[2:])
+        hint = (f"the target holds one class index per score vector: shape {shape_text(expected)} (the axes of "
+                f"{call.name(0)} without the class axis 1)")
+        if len(target) != len(scores) - 1:
+            raise call.fail(f"{call.operand(1)} has rank {len(target)}, but {call.operand(0)} needs a target of "
+                            f"rank {len(scores) - 1}", hint)
+        for position, (want, got) in enumerate(zip(expected, target)):
+            if _differ(want, got):
+                raise call.fail(f"{call.operand(1)} vs {call.operand(0)}: axis {position} of the target is {got}, "
+                                f"the scores have {want}", hint)
+    weight = call.shape(2)
+    if weight is not None and len(weight) != 1:
+        raise call.fail(f"the weight {call.operand(2)} must be 1-D with one value per class, not rank {len(weight)}",
+                        "the weight of a loss holds one value per class (axis 1 of the scores): shape [C]")
+
+
+INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
+    "Conv": _conv_bias, "ConvTranspose": _conv_bias, "BatchNormalization": _batch_normalization,
+    "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
+    "NegativeLogLikelihoodLoss": _loss_target, "SoftmaxCrossEntropyLoss": _loss_target,
+}
+
+
+def check_inputs(call: RuleCall) -> None:
+    """Raise ``call.fail(...)`` where the sizes prove an input beside the main operand has the
+    wrong rank or size for ``call.op_type`` (nothing for an op without such a rule)."""
+    rule = INPUT_RULES.get(call.op_type)
+    if rule is not None:
+        rule(call)
+
+
+ELEMENT_RULES = frozenset({"Mod"})  # ops check_element_types knows
+_FLOATING = {1: "FLOAT", 10: "FLOAT16", 11: "DOUBLE", 16: "BFLOAT16"}  # (TensorProto element types)
+
+
+def check_element_types(op_type: str, since_version: int | None, elems: Sequence[int | None],
+                        attributes: Mapping[str, Any], location: Any = None) -> None:
+    """A ``DslTypeError`` at ``location`` for a default-domain ``op_type`` node (its schema
+    ``since_version``) whose input element types ``elems`` its attributes do not allow, which
+    onnxruntime refuses only when the model runs; eager mode and the compiler both ask.
+
+    >>> check_element_types("Mod", 13, [1, 1], {})
+    Traceback (most recent call last):
+    ...
+    dsl.errors.DslTypeError: error: Mod: fmod=0 (Python's %) is defined for integers only before opset 28, the inputs are FLOAT
+    ...
+    """
+    if op_type != "Mod" or since_version is None or since_version >= 28 or not elems:
+        return
+    floating = _FLOATING.get(elems[0])  # type: ignore[arg-type]
+    fmod = attributes.get("fmod", 0)
+    fmod = getattr(fmod, "value", fmod)  # (an ir.Attr, compiling)
+    if floating is not None and not fmod:
+        raise DslTypeError(
+            f"Mod: fmod=0 (Python's %) is defined for integers only before opset 28, the inputs are {floating}",
+            location,
+            hint="write op.Mod(a, b, fmod=1) for C's fmod (the sign of a), or a - op.Floor(a / b) * b for the "
+                 "sign of b, or import opset28 or later",
+        )
