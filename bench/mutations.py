@@ -597,6 +597,10 @@ MUTATIONS = [
     Mutation("VL10", "eager mode does not ask the element-type rules", "eager/op_call.py",
              "        check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)",
              "        pass", VL_INPUTS),
+    Mutation("VL11", "a convolution's strides/pads not counted against its spatial axes", "dsl/shape_rules_inputs.py",
+             "if given is not None and len(given) != spatial * per_axis:", "if False:", VL_INPUTS),
+    Mutation("VL12", "an Expand to a shape computed at run time loses its rank", "dsl/shape_rules.py",
+             "        return [_expanded_rank(data, call.shape(1))]", "        return [None]", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

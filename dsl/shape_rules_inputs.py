@@ -84,6 +84,30 @@ def _one_per(call: RuleCall, index: int, role: str, count: Dim, counted: str, hi
                         f"{counted}s", hint)
 
 
+def _convolution(call: RuleCall) -> None:
+    data, weight = call.shape(0), call.shape(1)
+    if data is not None and (len(data) < 3 or (weight is not None and len(weight) != len(data))):
+        return  # (dsl.shape_rules names the wrong rank of X or W first)
+    _convolution_attributes(call)
+    _conv_bias(call)
+
+
+def _convolution_attributes(call: RuleCall) -> None:
+    """One stride, dilation and kernel size per spatial axis, two pads."""
+    known = call.shape(0) if call.shape(0) is not None else call.shape(1)
+    if known is None or len(known) < 3:
+        return
+    spatial = len(known) - 2
+    for name, per_axis in (("strides", 1), ("dilations", 1), ("kernel_shape", 1), ("pads", 2)):
+        given = call.attribute(name)
+        if given is not None and len(given) != spatial * per_axis:
+            source = 0 if call.shape(0) is not None else 1
+            raise call.fail(
+                f"{name}={list(given)} has {len(given)} values, but {call.operand(source)} has {spatial} spatial "
+                f"ax{'i' if spatial == 1 else 'e'}s", f"give {name} {'two values (begin, end) ' if per_axis == 2 else 'one value '}per spatial "
+                f"axis: {spatial * per_axis} values" + (" (all the begins, then all the ends)" if per_axis == 2 else ""))
+
+
 def _conv_bias(call: RuleCall) -> None:
     weight, group = call.shape(1), int(call.attribute("group", 1) or 1)
     count: Dim = None
@@ -176,7 +200,7 @@ def _loss_target(call: RuleCall) -> None:
 
 
 INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
-    "Conv": _conv_bias, "ConvTranspose": _conv_bias, "BatchNormalization": _batch_normalization,
+    "Conv": _convolution, "ConvTranspose": _convolution, "BatchNormalization": _batch_normalization,
     "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
     "NegativeLogLikelihoodLoss": _loss_target, "SoftmaxCrossEntropyLoss": _loss_target,
 }

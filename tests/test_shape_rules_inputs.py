@@ -26,6 +26,10 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any]]] = [
     *[("Conv", [(2, 4, 5, 5), (6, 4, 3, 3), bias], {}, {}) for bias in [(6,), (1, 6), (1,), (3,), (), (6, 1)]],
     ("Conv", [(2, 4, 5, 5, 5), (6, 4, 3, 3, 3), (1, 6)], {}, {}),
     ("Conv", [(2, 4, 5, 5), (6, 2, 3, 3), (6,)], {"group": 2}, {}),
+    *[(conv, [(1, 3, 4, 4, 4), (2, 3, 2, 2, 2) if conv == "Conv" else (3, 2, 2, 2, 2)], {name: [value] * count}, {})
+      for conv in ("Conv", "ConvTranspose")
+      for name, value, counts in (("strides", 1, (2, 3)), ("dilations", 1, (3, 4)), ("kernel_shape", 2, (2, 3)),
+                                  ("pads", 0, (3, 6))) for count in counts],
     *[("ConvTranspose", [(2, 4, 5, 5), (4, 3, 3, 3), bias], {"group": group}, {})
       for bias in [(3,), (6,), (1, 6), (1,), ()] for group in (1, 2)],
     *[("BatchNormalization", [(2, 4, 5), *[stat if k == position else (4,) for k in range(4)]], {}, {})
@@ -194,3 +198,37 @@ def test_float_mod_gets_the_same_located_message_eagerly_and_compiled() -> None:
     assert (eager.value.message, eager.value.hint, eager.value.location.line) == (
         compiled.value.message, compiled.value.hint, compiled.value.location.line)
     assert compiled.value.location.source_line.strip() == "return op.Mod(a, b)"
+
+
+@pytest.mark.parametrize("data", [(3, 1), (1,), (), (2, 1, 4)])
+def test_expand_to_a_shape_computed_at_run_time_keeps_its_rank(data: tuple[int, ...]) -> None:
+    """(numpy's broadcasting is the oracle: every size the rule states is the one numpy gives)"""
+    [inferred] = shape_rules.infer("Expand", [data, (3,)], ["x", "shape"], {}, [None, None])
+    assert inferred is not None and len(inferred) == 3
+    for target in [(1, 1, 1), (2, 3, 1), (2, 3, 4), (1, 1, 4)]:
+        try:
+            expected = np.broadcast_shapes(data, target)
+        except ValueError:
+            continue
+        assert all(size is None or size == want for size, want in zip(inferred, expected))
+    assert [size for size in inferred if size is not None] == [size for size in data if size != 1]
+
+
+@dsl.script()
+def conv_with_a_bias_built_at_run_time(x: FLOAT[1, 3, 4, 4, 4], w: FLOAT[2, 3, 2, 2, 2]) -> FLOAT[1, 2, 3, 3, 3]:
+    channels = op.Shape(w, start=0, end=1)
+    bias = op.Expand(op.CastLike(0.0, x), op.Concat(channels, op.Constant(value_ints=[2]), axis=0))
+    return op.Conv(x, w, bias)
+
+
+def test_a_bias_of_the_wrong_rank_built_at_run_time_is_refused_where_the_conv_is() -> None:
+    """(torch_lib's conv3d without a bias builds one of shape [M, 2]: onnxruntime refuses the
+    model when it runs; the compiler knows the rank of the Expand and refuses it at the Conv)"""
+    with pytest.raises(DslError) as compiled:
+        conv_with_a_bias_built_at_run_time.to_model_proto()
+    with pytest.raises(DslError) as eager:
+        conv_with_a_bias_built_at_run_time(np.ones((1, 3, 4, 4, 4), np.float32), np.ones((2, 3, 2, 2, 2), np.float32))
+    assert "Conv: the bias bias: [?, ?] must be 1-D" in compiled.value.message
+    assert "Conv: the bias bias: [2, 2] must be 1-D" in eager.value.message
+    assert eager.value.location.line == compiled.value.location.line
+    assert compiled.value.location.source_line.strip() == "return op.Conv(x, w, bias)"
