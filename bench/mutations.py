@@ -607,6 +607,10 @@ MUTATIONS = [
              "    if True:", VL_CALLEES),
     Mutation("VL14", "a small integer Constant in a callee not read (value_int)", "dsl/frontend/callee_shapes.py",
              'for name in ("value", "value_int", "value_ints"):', 'for name in ("value",):', VL_CALLEES),
+    Mutation("VL15", "eager refuses a returned list of tensors at the call, not at the return", "eager/results.py",
+             'raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", location or caller_location(),',
+             'raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", caller_location(),',
+             ("tests/test_frontend_lists_and_debugging.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

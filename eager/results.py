@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
-from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, fits_declared, output_label
+from dsl.annotation_checks import (
+    NOT_A_TENSOR_HINT,
+    OUTPUT_HINT,
+    check_declared,
+    check_output_elem,
+    fits_declared,
+    output_label,
+)
 from dsl.errors import DslTypeError
 from dsl.operators import literal_elem_type
 from eager import values
@@ -82,6 +89,12 @@ def typed_results(
         )
     typed = []
     for index, item in enumerate(items):
+        if isinstance(item, (list, tuple)) and not isinstance(item, EagerSequence) and any(
+                is_tensor_item(part) for part in item):
+            # (the compiler's error, at the body's return: a list of tensors is no output)
+            location = return_site(python_function, len(items))[0] if python_function is not None else None
+            raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", location or caller_location(),
+                               hint=NOT_A_TENSOR_HINT)
         want = declared[index] if declared is not None else None
         from_attribute = any(item is value for value in attribute_values)
         typed.append(_typed(function_name, index, item, want, from_attribute))
@@ -108,12 +121,6 @@ def _typed(function_name: str, index: int, item: Any, want: Any, from_attribute:
     elem = want.elem_type if isinstance(want, ir.TensorType) else None
     if isinstance(item, EagerSequence):
         return _typed_sequence(function_name, index, item, want)
-    if isinstance(item, (list, tuple)) and any(is_tensor_item(part) for part in item):
-        raise DslTypeError(
-            f"{function_name}: result {index} is a list of tensors, which is not a tensor",
-            caller_location(),
-            hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
-        )
     if isinstance(item, EagerTensor):
         tensor = item
     elif isinstance(item, (np.ndarray, np.generic)):

@@ -120,3 +120,27 @@ def test_pdb_set_trace_is_left_out_too(monkeypatch: pytest.MonkeyPatch) -> None:
 
     traced.to_model_proto()
     assert calls == []
+
+
+@script()
+def parts_as_a_list(x: FLOAT[6, 2]):
+    return [op.Identity(part) for part in op.Split(x, num_outputs=3, axis=0)]
+
+
+@script()
+def parts_as_a_display(x: FLOAT[6, 2]):
+    first, second = op.Split(x, num_outputs=2, axis=0)
+    return [first, second]
+
+
+@pytest.mark.parametrize("function", [parts_as_a_list, parts_as_a_display], ids=["comprehension", "display"])
+def test_a_returned_list_of_tensors_is_refused_alike_eagerly_and_compiled(function) -> None:
+    """(a list of tensors is neither several outputs nor a sequence: both modes say so at the return)"""
+    with pytest.raises(DslTypeError) as compiled:
+        function.to_model_proto()
+    with pytest.raises(DslTypeError) as eager:
+        function(np.arange(12, dtype=np.float32).reshape(6, 2))
+    assert compiled.value.message == eager.value.message == "a list of tensors is not a tensor"
+    assert compiled.value.hint == eager.value.hint and "op.SequenceConstruct" in eager.value.hint
+    assert compiled.value.location.line == eager.value.location.line
+    assert eager.value.location.source_line.lstrip().startswith("return [")
