@@ -611,6 +611,13 @@ MUTATIONS = [
              'raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", location or caller_location(),',
              'raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", caller_location(),',
              ("tests/test_frontend_lists_and_debugging.py",)),
+    Mutation("VL16", "Range's limit of several values accepted", "dsl/shape_rules_inputs.py",
+             "if shape is not None and (len(shape) > 1 or (len(shape) == 1 and _differ(shape[0], 1))):",
+             "if shape is not None and len(shape) > 1:", VL_INPUTS),
+    Mutation("VL17", "GatherElements/ScatterElements indices of another rank accepted", "dsl/shape_rules_inputs.py",
+             "    if len(indices) != len(data):", "    if False:", VL_INPUTS),
+    Mutation("VL18", "Split's sizes of rank 2 accepted", "dsl/shape_rules_inputs.py",
+             "    if sizes is not None and len(sizes) != 1:", "    if False:", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -199,7 +199,38 @@ def _loss_target(call: RuleCall) -> None:
                         "the weight of a loss holds one value per class (axis 1 of the scores): shape [C]")
 
 
+def _range(call: RuleCall) -> None:
+    for index, role in ((0, "start"), (1, "limit"), (2, "delta")):
+        shape = call.shape(index)
+        if shape is not None and (len(shape) > 1 or (len(shape) == 1 and _differ(shape[0], 1))):
+            raise call.fail(f"the {role} {call.operand(index)} must be a scalar (rank 0, or one value)",
+                            f"take one value out with op.Squeeze (or op.ReduceMax) of {call.name(index)}")
+
+
+def _split_sizes(call: RuleCall) -> None:
+    sizes = call.shape(1)
+    if sizes is not None and len(sizes) != 1:
+        raise call.fail(f"the split sizes {call.operand(1)} must be 1-D (one size per output), not rank {len(sizes)}",
+                        f"flatten them with op.Reshape({call.name(1)}, [-1]), or give num_outputs for equal parts")
+
+
+def _elements(call: RuleCall) -> None:
+    """GatherElements / ScatterElements: indices of the data's rank (updates of their shape)."""
+    data, indices = call.shape(0), call.shape(1)
+    if data is None or indices is None:
+        return
+    hint = (f"{call.op_type} picks one element per index along axis: the indices have the rank of "
+            f"{call.name(0)}; for whole slices use op.{'Gather' if call.op_type == 'GatherElements' else 'ScatterND'}")
+    if len(indices) != len(data):
+        raise call.fail(f"{call.operand(1)} has rank {len(indices)}, {call.operand(0)} rank {len(data)}", hint)
+    updates = call.shape(2) if call.op_type != "GatherElements" else None
+    if updates is not None and (len(updates) != len(indices) or any(map(_differ, updates, indices))):
+        raise call.fail(f"{call.operand(2)} vs {call.operand(1)}: the updates must have the shape of the indices",
+                        "each index places the update at its own position")
+
+
 INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
+    "Range": _range, "Split": _split_sizes, "GatherElements": _elements, "ScatterElements": _elements,
     "Conv": _convolution, "ConvTranspose": _convolution, "BatchNormalization": _batch_normalization,
     "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
     "NegativeLogLikelihoodLoss": _loss_target, "SoftmaxCrossEntropyLoss": _loss_target,

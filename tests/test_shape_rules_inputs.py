@@ -53,6 +53,13 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any]]] = [
                              ((3, 5, 2), (3, 3)), ((3, 5), (4,)), ((3, 5, 2), (2, 2)), ((3, 5), (3, 5)), ((5,), ())]],
     *[(loss, [(3, 5), (3,), weight], {}, I64) for loss in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
       for weight in [(5,), (4,), (1,), (1, 5), (5, 1), ()]],
+    *[("Range", shapes, {}, {}) for shapes in [[(), (), ()], [(1,), (), ()], [(), (1,), ()], [(), (3,), ()],
+                                                [(), (), (1,)], [(), (1, 1), ()], [(), (2,), ()], [(2,), (), ()]]],
+    *[("Split", [(3, 3), sizes], {}, I64) for sizes in [(3,), (), (1, 3), (3, 1)]],
+    *[(elements, [(3, 3), indices, *([] if elements == "GatherElements" else [updates])], {"axis": 1},
+       {1: np.int64}) for elements in ("GatherElements", "ScatterElements")
+      for indices, updates in [((3, 3), (3, 3)), ((3, 1), (3, 1)), ((3, 1, 3), (3, 1, 3)), ((3,), (3,)),
+                               ((2, 2), (2, 2)), ((3, 1), (3, 2)), ((3, 1), (3,)), ((2, 2), (2, 1))]],
     *[("Gemm", [a, b, c], {}, {}) for a, b in [((3, 4), (4, 5)), ((1, 4), (4, 5)), ((3, 4), (4, 1))]
       for c in [(3, 5), (5,), (3, 1), (1,), (), (1, 5), (2, 5), (1, 1, 5), (3,)]],
 ]
@@ -70,8 +77,11 @@ def _model(op_type: str, shapes: list[Any], attributes: dict[str, Any], elems: d
         inputs.append(helper.make_tensor_value_info(names[index], helper.np_dtype_to_tensor_dtype(dtype), list(shape)))
         feeds[names[index]] = (np.zeros(shape, dtype) if dtype.kind == "i" and op_type != "Mod" else
                                np.asarray(rng.random(shape) * 4 + 1).astype(dtype))  # (never 0: a Mod divisor)
-    node = helper.make_node(op_type, names, ["out"], **attributes)
-    graph = helper.make_graph([node], "one_node", inputs, [onnx.ValueInfoProto(name="out")])
+    if op_type == "Split":  # (sizes of 1 that add up to the axis; one output per size)
+        feeds["in1"] = np.ones(shapes[1], np.int64)
+    outputs = [f"out{index}" for index in range(shapes[1][0] if op_type == "Split" and len(shapes[1]) == 1 else 1)]
+    node = helper.make_node(op_type, names, outputs, **attributes)
+    graph = helper.make_graph([node], "one_node", inputs, [onnx.ValueInfoProto(name=name) for name in outputs])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), feeds
 
 
@@ -138,15 +148,28 @@ def batch_norm_with_short_scale(x: FLOAT[2, 4, 5], scale: FLOAT[3], bias: FLOAT[
     return op.BatchNormalization(x, scale, bias, mean, var)
 
 
+@dsl.script()
+def range_to_a_vector(limit: FLOAT[3]) -> FLOAT["N"]:
+    return op.Range(op.Constant(value_float=0.0), limit, op.Constant(value_float=1.0))
+
+
+@dsl.script()
+def scatter_with_deeper_indices(data: FLOAT[3, 3], indices: INT64[3, 1, 3], updates: FLOAT[3, 1, 3]) -> FLOAT[3, 3]:
+    return op.ScatterElements(data, indices, updates, axis=1)
+
+
 @pytest.mark.parametrize(("function", "arrays", "words"), [
+    (range_to_a_vector, [(3,)], "Range: the limit limit: [3] must be a scalar"),
+    (scatter_with_deeper_indices, [(3, 3), (3, 1, 3), (3, 1, 3)], "indices: [3, 1, 3] has rank 3, data: [3, 3] rank 2"),
     (conv_with_row_bias, [(2, 4, 5, 5), (6, 4, 3, 3), (1, 6)], "the bias b: [1, 6] must be 1-D"),
     (nll_with_column_target, [(3, 5), (3, 1)], "target: [3, 1] has rank 2, but scores: [3, 5] needs a target of rank 1"),
     (batch_norm_with_short_scale, [(2, 4, 5), (3,), (4,), (4,), (4,)], "the scale scale: [3] has 3 values"),
-], ids=["conv-bias", "nll-target", "batchnorm-scale"])
+], ids=["range-limit", "scatter-indices", "conv-bias", "nll-target", "batchnorm-scale"])
 def test_the_same_located_message_eagerly_and_compiled(function: Any, arrays: list[Any], words: str) -> None:
     with pytest.raises(DslError) as compiled:
         function.to_model_proto()
-    inputs = [np.zeros(shape, np.int64) if index == 1 and function is nll_with_column_target else
+    inputs = [np.zeros(shape, np.int64) if index == 1 and function in (nll_with_column_target,
+                                                                         scatter_with_deeper_indices) else
               np.ones(shape, np.float32) for index, shape in enumerate(arrays)]
     with pytest.raises(DslError) as eager:
         function(*inputs)
