@@ -618,6 +618,10 @@ MUTATIONS = [
              "    if len(indices) != len(data):", "    if False:", VL_INPUTS),
     Mutation("VL18", "Split's sizes of rank 2 accepted", "dsl/shape_rules_inputs.py",
              "    if sizes is not None and len(sizes) != 1:", "    if False:", VL_INPUTS),
+    Mutation("VL19", "RMSNormalization's scale not checked against X", "dsl/shape_rules_inputs.py",
+             '    "RMSNormalization": _layer_normalization, ', "    ", VL_INPUTS),
+    Mutation("VL20", "GroupNormalization's num_groups not checked against the channels", "dsl/shape_rules_inputs.py",
+             "if int(groups) <= 0 or int(data[1]) % int(groups):", "if int(groups) <= 0:", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

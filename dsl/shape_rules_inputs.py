@@ -172,9 +172,18 @@ def _layer_normalization(call: RuleCall) -> None:
         raise call.fail(
             f"the {role} {call.operand(index)} does not broadcast to {call.operand(0)}"
             + (" (it has more axes)" if len(shape) > len(data) else ""),
-            f"scale and B of LayerNormalization have the normalized shape {shape_text(normalized)} "
+            f"scale and B of {call.op_type} have the normalized shape {shape_text(normalized)} "
             f"(the axes of {call.name(0)} from axis={axis}), or a shape that broadcasts to {call.name(0)}",
         )
+
+
+def _group_normalization(call: RuleCall) -> None:
+    data, groups = call.shape(0), call.attribute("num_groups")
+    if data is None or len(data) < 2 or groups is None or not _static(data[1]):
+        return
+    if int(groups) <= 0 or int(data[1]) % int(groups):  # type: ignore[arg-type]
+        raise call.fail(f"num_groups={int(groups)} does not divide the {data[1]} channels of {call.operand(0)} (axis 1)",
+                        "the channels are split into num_groups groups of equal size: pick a divisor of the channels")
 
 
 def _loss_target(call: RuleCall) -> None:
@@ -233,6 +242,7 @@ INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
     "Range": _range, "Split": _split_sizes, "GatherElements": _elements, "ScatterElements": _elements,
     "Conv": _convolution, "ConvTranspose": _convolution, "BatchNormalization": _batch_normalization,
     "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
+    "RMSNormalization": _layer_normalization, "GroupNormalization": _group_normalization,
     "NegativeLogLikelihoodLoss": _loss_target, "SoftmaxCrossEntropyLoss": _loss_target,
 }
 

@@ -255,3 +255,34 @@ def test_a_bias_of_the_wrong_rank_built_at_run_time_is_refused_where_the_conv_is
     assert "Conv: the bias bias: [2, 2] must be 1-D" in eager.value.message
     assert eager.value.location.line == compiled.value.location.line
     assert compiled.value.location.source_line.strip() == "return op.Conv(x, w, bias)"
+
+
+def _refused_at(op_type: str, shapes: list[Any], attributes: dict[str, Any], opset: int) -> bool:
+    model, feeds = _model(op_type, shapes, attributes, {}, opset)
+    return _onnxruntime_refuses(model, feeds)
+
+
+def _first_opset_loaded(op_type: str, shapes: list[Any], attributes: dict[str, Any]) -> int | None:
+    """The first opset (of those that define ``op_type``) at which onnxruntime runs a fitting node."""
+    since = onnx.defs.get_schema(op_type, onnx.defs.onnx_opset_version()).since_version
+    for version in range(since, onnx.defs.onnx_opset_version() + 1):
+        if not _refused_at(op_type, shapes, attributes, version):
+            return version
+    return None
+
+
+@pytest.mark.parametrize(("op_type", "shapes", "attributes"), [
+    *[("RMSNormalization", [(2, 4, 5), scale], {"axis": axis}) for axis in (-1, 1)
+      for scale in [(5,), (1,), (4, 5), (3,), (2, 4, 5), (1, 2, 4, 5), (2, 5), (4, 1)]],
+    ("RMSNormalization", [(2, 4, 5), (5,)], {"axis": 3}),
+    *[("GroupNormalization", [(2, channels, 5), (1,), (1,)], {"num_groups": groups})
+      for channels, groups in [(4, 2), (4, 3), (6, 3), (6, 4), (4, 4), (4, 1)]],
+])
+def test_newer_normalizations_refused_exactly_as_onnxruntime(op_type: str, shapes: list[Any],
+                                                             attributes: dict[str, Any]) -> None:
+    """(at the first opset the installed onnxruntime runs the op at)"""
+    fitting = [shapes[0], (shapes[0][-1],)] if op_type == "RMSNormalization" else [(2, 4, 5), (1,), (1,)]
+    version = _first_opset_loaded(op_type, fitting, {"num_groups": 2} if op_type == "GroupNormalization" else {})
+    if version is None:
+        pytest.skip(f"the installed onnxruntime runs no opset of {op_type}")
+    assert _rule_refuses(op_type, shapes, attributes) == _refused_at(op_type, shapes, attributes, version)
