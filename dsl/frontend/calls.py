@@ -18,7 +18,6 @@ from dsl.annotation_checks import argument_hint, check_declared
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
-from dsl.frontend.callee_shapes import check_callee_results
 from dsl.frontend.python_values import holds_tensor
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
 from dsl.frontend.static_shapes import SourceNames, callee_output_shapes
@@ -224,13 +223,9 @@ class CallCompiler(_CompilerBase):
                 self.callee_imports.setdefault(domain, version)
         outputs = self.builder.add_node(callee.name, callee.domain, inputs, attributes, count, location, elems,
                                         callee=callee)
-        actual = [self.ctx.shapes.shape(value) for value in inputs]
-        shapes = callee_output_shapes([formal.type for formal in callee.inputs], actual,
+        shapes = callee_output_shapes([formal.type for formal in callee.inputs],
+                                      [self.ctx.shapes.shape(value) for value in inputs],
                                       [output.type for output in callee.outputs])
-        carried = check_callee_results(callee, target.python_function, actual,
-                                       callee.opset_imports.get("", 1000), location)
-        if carried is not None:  # (the caller's shapes carried through the body say more)
-            shapes = [known if known is not None else found for known, found in zip(shapes, carried)]
         for output, shape in zip(outputs, shapes):
             self.ctx.shapes.set(output, shape)
         if target.inline and callee not in self.inline_callees:
