@@ -10,9 +10,12 @@ full inference gives either way.
 
 from __future__ import annotations
 
+import re
+
 import onnx
 import onnx.shape_inference
 
+from converter.output_ranks import settle_output_ranks, undecided_rank
 from converter.value_encoding import is_complete
 from dsl import ir
 from dsl.errors import ConversionError
@@ -42,6 +45,8 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
     known = _inferred_types(model, wanted, graph, data_prop=False)
     if not all(_settled(known.get(name)) for name in wanted):
         known = _inferred_types(model, wanted, graph, data_prop=True)
+    if require_ranks:
+        _settle_ranks(model, missing, known)
     for index in missing:
         output = model.graph.output[index]
         found = known.get(output.name)
@@ -70,6 +75,25 @@ def infer_missing_output_types(model: onnx.ModelProto, graph: ir.Graph, override
             _require_rank(model, output, graph.outputs[index], graph)
 
 
+def _settle_ranks(model: onnx.ModelProto, missing: list[int], known: dict[str, onnx.ValueInfoProto]) -> None:
+    """Where inference leaves an output's rank open, what the model's static shapes decide
+    (:mod:`converter.output_ranks`), added to ``known``; the written model stays as it is."""
+    names = [model.graph.output[index].name for index in missing]
+    open_ranks = [name for name in names if not _has_rank(known.get(name))]
+    if not open_ranks or not all(item.type.tensor_type.HasField("shape") for item in model.graph.input
+                                 if item.type.HasField("tensor_type")):
+        return  # (a rank-less input leaves the outputs' ranks open: no error is due)
+    for name, found in settle_output_ranks(model, open_ranks).items():
+        info = onnx.ValueInfoProto()
+        info.name = name
+        info.type.CopyFrom(found)
+        known[name] = info
+
+
+def _has_rank(found: onnx.ValueInfoProto | None) -> bool:
+    return found is not None and (not found.type.HasField("tensor_type") or found.type.tensor_type.HasField("shape"))
+
+
 def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir.Value, graph: ir.Graph) -> None:
     """A model's tensor output needs a rank (the checker wants its shape field): where
     every input has one and neither the function nor inference says the output's (an If
@@ -79,12 +103,45 @@ def _require_rank(model: onnx.ModelProto, output: onnx.ValueInfoProto, value: ir
     if not output.type.HasField("tensor_type") or output.type.tensor_type.HasField("shape"):
         return
     if all(item.type.tensor_type.HasField("shape") for item in model.graph.input if item.type.HasField("tensor_type")):
+        undecided = undecided_rank(model, output.name)
+        if undecided is not None:
+            raise ConversionError(
+                f"the rank of output {output.name!r} is known only at run time: {undecided.reason}; a model's "
+                "outputs need one rank (onnx.checker)",
+                _node_location(graph, undecided.node) or value.location or graph.location,
+                hint=undecided.hint,
+            )
         raise ConversionError(
             f"the rank of output {output.name!r} is unknown: the function does not say it and ONNX shape "
             "inference cannot tell it, and a model's outputs need one",
             value.location or graph.location,
             hint="annotate the return type with its dimensions (-> FLOAT['N', 'M']) or pass io_types",
         )
+
+
+def _node_location(graph: ir.Graph, node: onnx.NodeProto) -> ir.SourceLocation | None:
+    """Where the IR node that ``node`` was written from is, found by its op and its (or its
+    branches') output names; a node of an inlined function carries its names with a
+    ``__N`` suffix."""
+    names = {re.sub(r"__\d+$", "", name) for name in node.output}
+    names.update(re.sub(r"__\d+$", "", inner.name) for attribute in node.attribute if attribute.HasField("g")
+                 for inner in attribute.g.output)
+    pending, seen = [graph], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for candidate, _ in ir.walk(current):
+            if candidate.callee is not None:
+                pending.append(candidate.callee.graph)
+            if candidate.op_type != node.op_type:
+                continue
+            outputs = [value.name for value in candidate.outputs]
+            outputs += [value.name for branch in ir.subgraphs(candidate) for value in branch.outputs]
+            if names.intersection(outputs):
+                return candidate.location
+    return None
 
 
 def _inferred_types(

@@ -149,6 +149,17 @@ def _eager_tensor(array: Any) -> Any:
 hooks.eager_tensor = _eager_tensor
 
 
+def _call_as_eager_body(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any], opset: Any) -> Any:
+    # Loads eager on the first such call, as the first eager op does.
+    from eager.script_context import call_as_body
+
+    hooks.call_as_eager_body = call_as_body
+    return call_as_body(function, args, kwargs, opset)
+
+
+hooks.call_as_eager_body = _call_as_eager_body
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is not None:

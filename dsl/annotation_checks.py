@@ -19,7 +19,8 @@ from dsl import ir, types
 from dsl.errors import DslTypeError
 from dsl.shape_rules import Shape, shape_text
 
-__all__ = ["NOT_A_TENSOR_HINT", "OUTPUT_HINT", "argument_hint", "check_declared", "check_output_elem", "fits_declared", "output_label"]
+__all__ = ["NOT_A_TENSOR_HINT", "OUTPUT_HINT", "argument_hint", "arguments_keep_ranks", "check_declared",
+           "check_output_elem", "fits_declared", "inputs_fix_ranks", "output_label"]
 
 OUTPUT_HINT = "fix the computation or the return annotation (a symbolic size may be any size)"
 # A list of tensors where a tensor is expected (returned, or passed to an op): compiled and eager alike.
@@ -33,6 +34,47 @@ def output_label(index: int, name: str) -> str:
     ('output 1 (h)', 'output 0')
     """
     return f"output {index}" + (f" ({name})" if name != "return_val" else "")
+
+
+def inputs_fix_ranks(input_types: Sequence[Any]) -> bool:
+    """Whether a function's tensor inputs all declare a rank (``FLOAT[3, "N"]``, a bare
+    ``FLOAT``), so that the ranks its return annotation promises are ones its body keeps
+    for every call.  An input of any rank (``FLOAT[...]``, a TypeVar of several types,
+    ``Tensor``, no annotation) leaves the results' ranks to the body: they are then not
+    checked against the return annotation, eagerly or compiled (onnxscript's functions
+    annotate ``-> BOOL`` for a result of the input's rank).
+
+    >>> inputs_fix_ranks([ir.TensorType(1, ("N",)), ir.TensorType(1, ())]), inputs_fix_ranks([None])
+    (True, False)
+    """
+    for declared in input_types:
+        while isinstance(declared, ir.OptionalType):
+            declared = declared.elem
+        if isinstance(declared, ir.SequenceType):
+            continue
+        if not isinstance(declared, ir.TensorType) or declared.shape is None:
+            return False
+    return True
+
+
+def arguments_keep_ranks(shapes: Sequence[Any], input_types: Sequence[Any]) -> bool:
+    """Whether a call's arguments (their ``shapes``, None where unknown: then nothing says
+    they do) have the ranks the callee's inputs declare: a call may pass another rank (ONNX checks none at a
+    call; a scalar stands for a one-element input), and then the callee's return
+    annotation says nothing about its results' ranks at that call.
+
+    >>> arguments_keep_ranks([(3, 3)], [ir.TensorType(1, ())]), arguments_keep_ranks([()], [ir.TensorType(1, ())])
+    (False, True)
+    """
+    if not inputs_fix_ranks(input_types):
+        return False
+    for shape, declared in zip(shapes, input_types):
+        while isinstance(declared, ir.OptionalType):
+            declared = declared.elem
+        if isinstance(declared, ir.TensorType) and declared.shape is not None and (
+                shape is None or len(shape) != len(declared.shape)):
+            return False
+    return True
 
 
 def argument_hint(callee: str, formal: str, declared: Any) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl import ir
+from dsl import ir, reduction_ranks
 from dsl.errors import DslTypeError
 from dsl.shape_rules_inputs import INPUT_RULES, fits_into
 
@@ -513,8 +513,8 @@ def _reduce(call: _Call) -> Shape:
         axes: list[int] | None = [int(call.attribute("axis", 0))]
     else:
         axes = call.ints("axes", 1)
-        if axes is None and len(call.shapes) > 1 and call.shapes[1] is not None:
-            return None  # axes computed at run time
+        if axes is None and len(call.shapes) > 1 and call.shapes[1] is not None:  # axes computed at run time
+            return reduction_ranks.reduced_shape(data, call.shapes[1], keep, bool(call.attribute("noop_with_empty_axes", 0)))
         if not axes:
             if call.attribute("noop_with_empty_axes", 0):
                 return data

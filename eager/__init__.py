@@ -13,6 +13,9 @@ backend, reason)`` for the latest op call in this thread — ``backend`` is
 used (its own error text, or ``"onnx.reference preferred: ..."`` for the few ops where
 onnxruntime's result departs from the ONNX spec, see :mod:`eager.backend_policy`).  The
 first time an op falls back, an INFO record on the ``"eager"`` logger says the same.
+onnx.reference runs an op only where onnxruntime lacks it for the call's element types or
+opset; a call onnxruntime refuses is an ``EagerError`` at the user's line, as the exported
+model would be refused (:mod:`eager.kernels`).
 
 Modules: ``op_call`` (argument handling, checks), ``sessions`` (the LRU cache and the
 backend report), ``kernels`` (one-op models, onnxruntime sessions, reference

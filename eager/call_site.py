@@ -18,7 +18,7 @@ from types import CodeType, FrameType
 from dsl.ir import SourceLocation
 from dsl.tracebacks import expression_span, frame_location, is_library_frame
 
-__all__ = ["user_frame", "caller_location", "caller_operands", "unpacked_count"]
+__all__ = ["user_frame", "caller_location", "caller_operands", "assigned_attribute_owner", "unpacked_count"]
 
 
 def user_frame() -> FrameType | None:
@@ -60,6 +60,24 @@ def caller_operands(count: int) -> list[str]:
     if len(operands) != count:
         return fallback
     return [ast.get_source_segment(text, operand) or name for operand, name in zip(operands, fallback)]
+
+
+def assigned_attribute_owner() -> str | None:
+    """The user's source text of ``owner`` in the running ``owner.attribute = ...`` (``"x"``
+    in ``x.dtype = INT64.dtype``), as the compiler names it in the same error; None where
+    it cannot be read."""
+    frame = user_frame()
+    span = expression_span(frame) if frame is not None else None
+    if frame is None or span is None:
+        return None
+    text = linecache.getline(frame.f_code.co_filename, span[0])[span[1]:span[2]]
+    try:
+        expression = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(expression, ast.Attribute):
+        return None
+    return ast.get_source_segment(text, expression.value)
 
 
 _UNPACK_BY_SITE: dict[tuple[CodeType, int], int | None] = {}

@@ -23,14 +23,13 @@ import tempfile
 import time
 from typing import Any
 
-import numpy as np
 import onnx
 
 from dsl import ir
 from dsl.errors import DslTypeError, ModelLoadError
 from dsl.source_links import read_link
-from eager import values
 from eager.call_site import caller_location
+from eager.model_inputs import bind_inputs
 from eager.profile_report import ProfileReport, TimeTally, make_report
 
 __all__ = ["profile_model"]
@@ -61,6 +60,7 @@ def profile_model(model: Any, inputs: Any, runs: int = 10, *, optimized: bool = 
         raise DslTypeError(f"runs={runs!r}: profile at least one run", caller_location(),
                            hint="pass runs=N with N >= 1")
     proto, nodes = _named_nodes(_model_proto(model))
+    feeds = _feeds(proto.graph, inputs)
     folder = tempfile.mkdtemp(prefix="onnxquill-profile-")
     try:
         options = onnxruntime.SessionOptions()
@@ -70,7 +70,6 @@ def profile_model(model: Any, inputs: Any, runs: int = 10, *, optimized: bool = 
         if not optimized:
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
         session = onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        feeds = _feeds([i.name for i in session.get_inputs()], inputs)
         session.run(None, feeds)  # warm-up: first-run allocations are not the model's steady cost
         wall_s = 0.0
         for _ in range(runs):
@@ -138,14 +137,19 @@ def _named_nodes(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onn
     return proto, {node.name: node for node in proto.graph.node}
 
 
-def _feeds(names: list[str], inputs: Any) -> dict[str, Any]:
-    given = dict(inputs) if isinstance(inputs, dict) else dict(zip(names, list(inputs)))
-    missing = [name for name in names if name not in given]
-    if missing:
-        raise DslTypeError(f"input(s) {', '.join(map(repr, missing))} of the model are missing", caller_location(),
-                           hint=f"its inputs are: {', '.join(names)}")
-    return {name: values.torch_to_numpy(value) if values.is_torch_tensor(value) else np.asarray(value)
-            for name, value in given.items()}
+def _feeds(graph: onnx.GraphProto, inputs: Any) -> dict[str, Any]:
+    """The inputs bound to the model's input names with the check :func:`eager.run` makes
+    (:func:`eager.model_inputs.bind_inputs`: a missing, unknown or surplus input, an element
+    type, rank or size other than declared is the same error, with the same message); an
+    initializer listed as an input keeps its value unless given."""
+    initializers = {t.name for t in graph.initializer}
+    names = [v.name for v in graph.input]
+    env: dict[str, Any] = dict.fromkeys((name for name in names if name in initializers), _DEFAULT)
+    bind_inputs(names, inputs, {v.name: v.type for v in graph.input}, env)
+    return {name: value for name, value in env.items() if value is not _DEFAULT}
+
+
+_DEFAULT: Any = object()  # an initializer listed as an input, not given: onnxruntime uses its value
 
 
 def _tallies(events: list[dict[str, Any]], nodes: dict[str, onnx.NodeProto],

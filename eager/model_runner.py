@@ -48,7 +48,7 @@ from dsl.tracebacks import user_traceback
 from eager import values
 from eager.call_site import caller_location
 from eager.captured_values import capture_graph, outer_names_of_graph
-from eager.kernels import LOGGER, KernelBuildError, KernelSpec, build_kernel
+from eager.kernels import LOGGER, CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback
 from eager.model_inputs import bind_inputs
 from eager.model_session import ModelSession, prepared, value_signature
 from eager.proto_checks import check_program_protos
@@ -294,12 +294,25 @@ def _signature(value: Any) -> tuple[Any, ...] | None:
     if value is None:
         return None
     if isinstance(value, list):
-        first = value[0] if value else np.zeros(0, np.float32)
-        return ("seq", values.elem_type_of_array(np.asarray(first)) or 1, np.ndim(first))
+        if not value:  # (its element type is decided by _typed_empty_sequences)
+            return ("seq", None, None)
+        return ("seq", values.elem_type_of_array(np.asarray(value[0])) or 1, np.ndim(value[0]))
     elem = values.elem_type_of_array(value)
     if elem is None:
         raise EagerError(f"a value of dtype {value.dtype} has no ONNX element type")
     return (elem, value.ndim)
+
+
+def _typed_empty_sequences(node: onnx.NodeProto, signature: list[Any]) -> tuple[Any, ...]:
+    """An empty sequence holds the element type of another sequence the node takes, or of
+    the tensor SequenceInsert puts in it (as eager op calls type it), FLOAT where nothing
+    says: the one-node model must declare one, and onnxruntime checks it."""
+    known = [sig[1] for sig in signature if sig is not None and sig[0] == "seq" and sig[1] is not None]
+    if not known and node.op_type == "SequenceInsert" and len(signature) > 1 and signature[1] is not None:
+        known = [signature[1][0]]
+    elem = known[0] if known else types.FLOAT.enum
+    return tuple(("seq", elem, None) if sig is not None and sig[0] == "seq" and sig[1] is None else sig
+                 for sig in signature)
 
 
 @functools.cache
@@ -504,7 +517,7 @@ class _Runner:
         resolved = [r for r in (_resolve(a, attributes) for a in node.attribute) if r is not None]
         while inputs and inputs[-1] is None:
             inputs = inputs[:-1]
-        signature = tuple(_signature(v) for v in inputs)
+        signature = _typed_empty_sequences(node, [_signature(v) for v in inputs])
         subgraphs = _graph_attributes(node)
         outer: tuple[tuple[str, Any], ...] = ()
         arrays = list(inputs)
@@ -530,23 +543,28 @@ class _Runner:
                 self.program.opsets if subgraphs else None,
             )
             try:
-                kernel = KERNELS.add(key, lambda: build_kernel(spec))
+                kernel = KERNELS.add(key, lambda: build_kernel(spec, arrays))
             except KernelBuildError as err:
                 raise EagerError(
                     f"node {index} ({_describe(node, inputs)}) cannot run in either backend:\n"
                     f"onnxruntime: {err.ort_message}\nonnx.reference: {err.reference_message}",
                     caller_location(),
                 ) from None
+            except CallRefused as err:  # onnxruntime has the op and refuses the node as called
+                raise EagerError(f"node {index} ({_describe(node, inputs)}) failed:\nonnxruntime: {err.ort_message}",
+                                 caller_location()) from None
         LAST.kernel = kernel
         try:
             return list(kernel.run(arrays))
-        except Exception as ort_error:
-            message = f"{kernel.backend}: {ort_error}"
-            if kernel.backend == "onnx.reference" and kernel.fallback_reason:
+        except Exception as run_error:
+            backend = "onnxruntime" if isinstance(run_error, CallRefused) else kernel.backend
+            message = f"{backend}: {run_error}"
+            if kernel.backend == "onnx.reference" and kernel.fallback_reason and backend != "onnxruntime":
                 message = f"onnxruntime: {kernel.fallback_reason}\n{message}"
-            if kernel.backend == "onnxruntime":
+            fallback = runtime_fallback(kernel, run_error)  # (only where onnxruntime lacks what the node needs)
+            if fallback is not None:
                 try:
-                    return list(kernel.fallback().run(arrays))
+                    return list(fallback.run(arrays))
                 except Exception as reference_error:
                     message += f"\nonnx.reference: {reference_error}"
             raise EagerError(f"node {index} ({_describe(node, inputs)}) failed:\n{message}", caller_location()) from None

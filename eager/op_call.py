@@ -22,8 +22,9 @@ from eager import values
 from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
-from eager.kernels import KernelBuildError, KernelSpec, build_kernel, sig_elem
-from eager.op_failures import Operand, backend_reason, explain
+from eager.kernels import CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback, sig_elem
+from eager.list_inputs import packed_list
+from eager.op_failures import Operand, backend_reason, explain, inference_refusal
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
@@ -205,6 +206,9 @@ def _read_inputs(op: Op, facts: OpFacts, args: tuple[Any, ...] | list[Any]) -> t
             signature.append(("seq", elem, None))
             sequences = True
             continue
+        elif cls in (list, tuple) and any(is_tensor_item(item) for item in value):
+            array, from_torch, from_eager = packed_list(value, len(arrays), len(args))
+            torch_in, eager_in = torch_in or from_torch, eager_in or from_eager
         elif cls in (int, float, bool, list, tuple):
             arrays.append(value)
             signature.append(_LITERAL)
@@ -436,15 +440,18 @@ def _prepare(
         check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
-        kernel = build_kernel(spec)
+        kernel = build_kernel(spec, arrays)
     except KernelBuildError as err:
         backend_messages = {"onnxruntime": err.ort_message, "onnx.reference": err.reference_message}
-        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        operands, found = _explained(op, arrays, signature, protos)
         raise _failure(op, operands, found, signature, backend_messages, location) from None
+    except CallRefused as err:  # onnxruntime has the op and refuses this call: so would the exported model
+        operands, found = _explained(op, arrays, signature, protos)
+        raise _failure(op, operands, found, signature, {"onnxruntime": err.ort_message}, location) from None
     if kernel.backend == "onnx.reference" and kernel.fallback_reason:
-        # onnxruntime refused the call; onnx.reference may still run what no model may hold
+        # onnxruntime lacks the op; onnx.reference may still run what no model may hold
         # (Gemm of a rank-3 input): the compiler's rules decide, as they would compiled
-        operands, found = _explained(op, arrays, signature, _attribute_values(protos))
+        operands, found = _explained(op, arrays, signature, protos)
         if found is not None:
             raise _failure(op, operands, found, signature, {"onnxruntime": kernel.fallback_reason}, location)
     return kernel
@@ -529,11 +536,16 @@ def _operands(op: Op, arrays: list[Any], signature: Signature) -> list[Operand]:
 
 
 def _explained(
-    op: Op, arrays: list[Any], signature: Signature, attributes: dict[str, Any]
+    op: Op, arrays: list[Any], signature: Signature, protos: list[Any]
 ) -> tuple[list[Operand], tuple[str, str] | None]:
-    """The call's operands, and the op's rule that they break when one is known."""
+    """The call's operands, and the op's rule that they break when one is known: the
+    compiler's shape rules and eager's own (:func:`eager.op_failures.explain`), then, for an
+    op those have no rule for, ONNX's shape inference on the call's shapes, as compiled."""
     operands = _operands(op, arrays, signature)
-    return operands, explain(op.name, operands, attributes, op.version)
+    found = explain(op.name, operands, _attribute_values(protos), op.version)
+    if found is None and op.schema is not None and op.domain == "" and not shape_rules.has_rule(op.name):
+        found = inference_refusal(op.schema, op.default_output_count(), arrays, signature, protos)
+    return operands, found
 
 
 def _failure(
@@ -551,6 +563,8 @@ def _failure(
         reason = backend_reason(next(iter(backend_messages.values()), ""))
         takes = (f"{op.name} takes ({', '.join(op.input_names)}) at {op.opset.describe()}" if op.schema is not None
                  else f"no schema defines {op.domain}::{op.name}: a backend runs it only with a kernel registered for it")
+        if list(backend_messages) == ["onnxruntime"]:  # it has the op: the exported model would meet the same refusal
+            takes = f"onnxruntime refuses this call, and would refuse it in an exported model too; {takes}"
         found = (f"{op.name}: {described}: {reason}", f"{takes}; the backends' own reports are in the error's "
                  "backend_messages")
     error = EagerError(found[0], location, hint=found[1])
@@ -570,15 +584,21 @@ def _operand_text(operand: Operand, sig: Any) -> str:
 def _run_fallback(
     op: Op, kernel: Any, arrays: list[Any], signature: Signature, runtime_error: Exception
 ) -> Any:
+    """Outputs of a call the kernel failed: from onnx.reference where onnxruntime lacks what
+    the call needs, else the EagerError saying why the call is refused."""
     if isinstance(runtime_error, DslError):
         raise runtime_error
-    backend_messages = {kernel.backend: str(runtime_error) or repr(runtime_error)}
-    if kernel.backend == "onnx.reference" and kernel.fallback_reason:
-        backend_messages = {"onnxruntime": kernel.fallback_reason, **backend_messages}
-    operands, found = _explained(op, arrays, signature, _attribute_values(kernel.spec.attributes))
-    if kernel.backend == "onnxruntime" and found is None:
-        try:  # (a failure no rule explains may be onnxruntime's alone: onnx.reference tries it)
-            outputs = kernel.fallback().run(arrays)
+    if isinstance(runtime_error, CallRefused):  # (onnxruntime's verdict on a call another backend runs)
+        backend_messages = {"onnxruntime": runtime_error.ort_message}
+    else:
+        backend_messages = {kernel.backend: str(runtime_error) or repr(runtime_error)}
+        if kernel.backend == "onnx.reference" and kernel.fallback_reason:
+            backend_messages = {"onnxruntime": kernel.fallback_reason, **backend_messages}
+    operands, found = _explained(op, arrays, signature, kernel.spec.attributes)
+    fallback = runtime_fallback(kernel, runtime_error) if found is None else None
+    if fallback is not None:
+        try:
+            outputs = fallback.run(arrays)
         except Exception as reference_error:  # (any failure of the second backend is reported)
             backend_messages["onnx.reference"] = str(reference_error) or repr(reference_error)
         else:

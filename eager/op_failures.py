@@ -23,10 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 
+from dsl.errors import DslError
+from dsl.node_inference import infer_node
 from eager.shape_mismatch import disagreement
 
-__all__ = ["Operand", "explain", "backend_reason"]
+__all__ = ["Operand", "explain", "backend_reason", "inference_refusal"]
 
 Shape = tuple[int, ...]
 Explanation = tuple[str, str]  # (message, hint)
@@ -135,6 +139,33 @@ def _split(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanati
     if sizes is not None and sum(sizes) != shape[axis]:
         return (f"Split: the sizes {_text(sizes)} add up to {sum(sizes)}, axis {axis} of {_named(data)} is "
                 f"{shape[axis]}", "the split sizes must add up to the size of the axis split")
+    return None
+
+
+def inference_refusal(schema: Any, n_outputs: int, arrays: Sequence[Any], signature: Sequence[Any],
+                      protos: Sequence[Any]) -> Explanation | None:
+    """``(message, hint)`` where ONNX's shape inference refuses a node of ``schema`` with the
+    call's element types (``signature``), shapes (``arrays``) and attributes, in the words
+    the compiler uses (:func:`dsl.node_inference.infer_node`), else None.  Calls with
+    literals still undecided, sequences, optionals or subgraphs are left to the backends.
+
+    >>> import onnx.defs, onnx.helper as oh
+    >>> flatten = onnx.defs.get_schema("Flatten", 21)
+    >>> inference_refusal(flatten, 1, [np.zeros((2, 3))], [(1, 2)], [oh.make_attribute("axis", 5)])[0]
+    "Flatten: Invalid value(5) for attribute 'axis'"
+    """
+    if any(sig is not None and (not isinstance(sig, tuple) or sig[0] in ("seq", "opt")) for sig in signature) or any(
+            proto.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for proto in protos):
+        return None
+    names = ["" if sig is None else f"i{index}" for index, sig in enumerate(signature)]
+    types = {name: oh.make_tensor_type_proto(sig[0], list(np.shape(array)))
+             for name, sig, array in zip(names, signature, arrays) if sig is not None}
+    node = oh.make_node(schema.name, names, [f"o{index}" for index in range(n_outputs)])
+    node.attribute.extend(protos)
+    try:
+        infer_node(schema, node, types)
+    except DslError as refused:
+        return refused.message, refused.hint
     return None
 
 

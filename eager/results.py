@@ -65,7 +65,7 @@ def declared_results(python_function: Any) -> list[Any] | None:
 
 def typed_results(
     function_name: str, result: Any, declared: list[Any] | None, attribute_values: tuple[Any, ...] = (),
-    python_function: Any = None,
+    python_function: Any = None, check_ranks: bool = True,
 ) -> Any:
     """``result`` (one value or a tuple) with literals made tensors and declared types checked.
 
@@ -77,7 +77,7 @@ def typed_results(
     if type(result) is EagerTensor and declared is not None and len(declared) == 1:
         want = declared[0]
         if type(want) is ir.TensorType and result.elem_type == want.elem_type and (
-                want.shape is None or fits_declared(result.array.shape, None, want)):
+                want.shape is None or fits_declared(result.array.shape, None, want, check_ranks)):
             return result  # the common case, kept short: eager calls are timed in microseconds
     many = isinstance(result, tuple)
     items = list(result) if many else [result]
@@ -104,7 +104,7 @@ def typed_results(
             continue
         if python_function is None:  # a @graph() body: element types only, as compiled
             _check_elem(function_name, index, tensor.elem_type, want.elem_type)
-        elif not fits_declared(tensor.array.shape, tensor.elem_type, want):
+        elif not fits_declared(tensor.array.shape, tensor.elem_type, want, check_ranks):
             _refuse_result(python_function, len(typed), index, tensor, want)
     return tuple(typed) if many else typed[0]
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
-from dsl.annotation_checks import argument_hint, check_declared, fits_declared
+from dsl.annotation_checks import argument_hint, check_declared, fits_declared, inputs_fix_ranks
 from dsl.errors import DslTypeError
 from eager import values
 from eager.annotation_sites import argument_location
@@ -37,28 +37,33 @@ from eager.tensor import EagerTensor
 __all__ = ["call_script"]
 
 _SIGNATURES: weakref.WeakKeyDictionary[
-    Any, tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]
+    Any, tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...] | None]
 ] = weakref.WeakKeyDictionary()
 
 
 def _signature(
     python_function: Any, defining_locals: dict[str, Any] | None = None
-) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...]]:
-    """The signature, the IR type of each parameter, and the attribute parameters with defaults;
+) -> tuple[inspect.Signature, dict[str, Any], tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...] | None]:
+    """The signature, the IR type of each parameter, the attribute parameters with defaults,
+    and each tensor parameter's declared rank, or None where one has any rank (no
+    annotation, ``FLOAT[...]``, a TypeVar: then the results' ranks are the body's);
     ``defining_locals`` are the names of the function a nested ``def`` was decorated in."""
     found = _SIGNATURES.get(python_function)
     if found is None:
         signature = inspect.signature(python_function)
         annotations: dict[str, Any] = {}
+        open_rank = False
         for name, parameter in signature.parameters.items():
             annotation = parameter.annotation
             if isinstance(annotation, str):
                 annotation = _resolve_string_annotation(python_function, annotation, defining_locals)
-            annotations[name] = types.read_annotation(annotation)[1]
+            understood, annotations[name] = types.read_annotation(annotation)
+            open_rank = open_rank or annotation is inspect.Parameter.empty or (
+                understood and not inputs_fix_ranks([annotations[name]]))
         attribute_parameters = tuple(
             (name, parameter.default) for name, parameter in signature.parameters.items() if annotations[name] is None
         )
-        found = (signature, annotations, attribute_parameters)
+        found = (signature, annotations, attribute_parameters, None if open_rank else _declared_ranks(annotations))
         _SIGNATURES[python_function] = found
     return found
 
@@ -86,7 +91,7 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     array([2.], dtype=float32)
     """
     python_function = script_function.python_function
-    signature, annotations, attribute_parameters = _signature(
+    signature, annotations, attribute_parameters, declared_ranks = _signature(
         python_function, getattr(script_function, "defining_locals", None))
     try:
         bound = signature.bind(*args, **kwargs)
@@ -103,6 +108,8 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
                                     signature if nested else None)
         bound.arguments[name] = wrapped
         torch_in = torch_in or from_torch
+    # (the outermost call's arguments were checked for their declared ranks just above)
+    check_ranks = declared_ranks is not None and (not nested or _ranks_kept(declared_ranks, bound.arguments))
     in_script = IN_EAGER_SCRIPT.set(True)
     opset = script_function.opset if script_function.opset is not None else _opset_named_in_body(python_function)
     opset_token = OPERATOR_OPSET.set(opset) if opset is not None else None
@@ -110,7 +117,7 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
         result = python_function(*bound.args, **bound.kwargs)
         attribute_values = tuple(bound.arguments.get(name, default) for name, default in attribute_parameters)
         result = typed_results(script_function.name, result, declared_results(python_function), attribute_values,
-                               python_function)
+                               python_function, check_ranks)
     finally:
         IN_EAGER_SCRIPT.reset(in_script)
         if opset_token is not None:
@@ -118,6 +125,28 @@ def call_script(script_function: Any, args: tuple[Any, ...], kwargs: dict[str, A
     if nested:
         return result
     return _unwrap(result, torch_in)
+
+
+def _declared_ranks(annotations: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Each tensor parameter's declared rank (sequences aside)."""
+    found = []
+    for name, declared in annotations.items():
+        while isinstance(declared, ir.OptionalType):
+            declared = declared.elem
+        if isinstance(declared, ir.TensorType) and declared.shape is not None:
+            found.append((name, len(declared.shape)))
+    return tuple(found)
+
+
+def _ranks_kept(declared_ranks: tuple[tuple[str, int], ...], arguments: dict[str, Any]) -> bool:
+    """Whether a call from another body passes tensors of the declared ranks, so that the
+    results are checked against the return annotation's ranks, as the compiler checks
+    them at such a call (:func:`dsl.annotation_checks.arguments_keep_ranks`)."""
+    for name, rank in declared_ranks:
+        value = arguments.get(name)
+        if type(value) is EagerTensor and value.array.ndim != rank:
+            return False
+    return True
 
 
 def _wrap(function_name: str, name: str, value: Any, declared: Any,

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from dsl import hooks, types
-from dsl.errors import DslTypeError, UnsupportedSyntaxError
+from dsl.dtypes import DType, dtype_mismatch, dtype_of, element_type_of
+from dsl.errors import DslError, DslTypeError, UnsupportedSyntaxError
 from dsl.operators import COMPARE, binary_spelling, unary_spelling
+from eager.call_site import assigned_attribute_owner, caller_location
 from eager.indexing import eager_getitem
 from eager.numpy_view import NumpyInspection
 from eager.script_context import operator_opset
@@ -61,8 +63,22 @@ class EagerTensor(NumpyInspection):
         return tuple(self.array.shape)
 
     @property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
+    def dtype(self) -> DType:
+        """The element type as :class:`~dsl.dtypes.DType`, the object ``x.dtype`` is in
+        ``@script`` too: the ONNX element type number, equal to numpy's dtype."""
+        return dtype_of(self.elem_type)
+
+    @dtype.setter
+    def dtype(self, declared: Any) -> None:
+        # ``x.dtype = INT64.dtype`` declares the element type, as onnxscript's tracing lets
+        # code do; it never converts (the compiled function could not either).
+        try:
+            wanted = element_type_of(declared)
+        except DslError as err:
+            raise err.with_location(caller_location()) from None
+        if wanted != self.elem_type:
+            owner = assigned_attribute_owner() or "the tensor"
+            raise dtype_mismatch(self.elem_type, wanted, caller_location(), owner)
 
     @property
     def elem_type(self) -> int:

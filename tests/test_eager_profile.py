@@ -17,13 +17,16 @@ import time
 import numpy as np
 import onnx
 import onnx.helper as oh
+import onnx.numpy_helper
+import onnxruntime
 import pytest
 
 import eager
 from dsl import FLOAT, INT64, graph, hooks, script
 from dsl import opset18 as op
-from dsl.errors import DslTypeError, EagerError
+from dsl.errors import DslError, DslTypeError, EagerError
 from dsl.source_links import LOCATION_KEY, SOURCE_KEY
+from tests.runtime_probes import onnxruntime_refusals
 
 N = 768  # a 768x768 MatMul takes milliseconds; the other ops (on 768 floats, mostly) microseconds
 
@@ -226,5 +229,52 @@ def test_profile_model_prints_both_tables_unless_asked_not_to(capsys: pytest.Cap
 def test_profile_model_checks_its_arguments() -> None:
     with pytest.raises(DslTypeError, match="runs=0"):
         eager.profile_model(_linked_model(), [], runs=0, print_table=False)
-    with pytest.raises(DslTypeError, match="'w'"):
+    with pytest.raises(EagerError, match="input 'w' of the model is missing"):
         eager.profile_model(_linked_model(), [np.ones((N, N), np.float32)], runs=1, print_table=False)
+
+
+def _small_model() -> onnx.ModelProto:
+    """y = x @ w + b: x FLOAT[2, n] fed; w FLOAT[n, 3] fed; b an initializer listed as an input."""
+    graph = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "w"], ["h"]), oh.make_node("Add", ["h", "b"], ["y"])], "small",
+        [oh.make_tensor_value_info("x", 1, [2, "n"]), oh.make_tensor_value_info("w", 1, ["n", 3]),
+         oh.make_tensor_value_info("b", 1, [3])],
+        [oh.make_tensor_value_info("y", 1, [2, 3])],
+        [onnx.numpy_helper.from_array(np.ones(3, np.float32), "b")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+_X = np.ones((2, 4), np.float32)
+_W = np.ones((4, 3), np.float32)
+_INPUT_MISTAKES = {
+    "missing": [_X],
+    "surplus": [_X, _W, np.ones(3, np.float32), _X],
+    "unknown name": {"x": _X, "w": _W, "z": _X},
+    "element type": [_X.astype(np.float64), _W],
+    "rank": [_X.reshape(8), _W],
+    "fixed size": [np.ones((3, 4), np.float32), _W],
+}
+
+
+@pytest.mark.parametrize("mistake", list(_INPUT_MISTAKES))
+def test_profile_model_checks_inputs_as_run_does(mistake: str) -> None:
+    """One check for both: the same error class, message and hint, at the caller's line."""
+    given = _INPUT_MISTAKES[mistake]
+    with pytest.raises(DslError) as by_run:
+        eager.run(_small_model(), given)
+    with pytest.raises(DslError) as by_profile:
+        eager.profile_model(_small_model(), given, runs=1, print_table=False)
+    assert type(by_profile.value) is type(by_run.value)
+    assert (by_profile.value.message, by_profile.value.hint) == (by_run.value.message, by_run.value.hint)
+    assert by_profile.value.location is not None and by_profile.value.location.file == __file__
+    # what onnxruntime says of the same feeds, the oracle that these are mistakes
+    names = ["x", "w", "b", "fourth"]  # (onnxruntime names a surplus input by a name it lacks)
+    feeds = given if isinstance(given, dict) else dict(zip(names, given))
+    session = onnxruntime.InferenceSession(_small_model().SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(onnxruntime_refusals()):
+        session.run(None, feeds)
+
+
+def test_profile_model_binds_inputs_by_name_and_keeps_an_initializer_input() -> None:
+    report = eager.profile_model(_small_model(), {"w": _W, "x": _X}, runs=2, print_table=False)
+    assert report.runs == 2 and {row.key for row in report.by_op} == {"MatMul", "Add"}

@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from dsl import ir
+from dsl import hooks, ir
 from dsl.annotation_checks import argument_hint, check_declared
 from dsl.errors import DslError, DslTypeError, OpAttributeError, OpCallError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, ValueTuple
 from dsl.frontend.builder import check_call
-from dsl.frontend.python_values import holds_tensor
+from dsl.frontend.python_values import holds_tensor, is_user_function
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
 from dsl.frontend.static_shapes import SourceNames, callee_output_shapes
 from dsl.frontend.weights import initializer_operand
@@ -224,7 +224,8 @@ class CallCompiler(_CompilerBase):
         outputs = self.builder.add_node(callee.name, callee.domain, inputs, attributes, count, location, elems,
                                         callee=callee)
         shapes = callee_output_shapes([formal.type for formal in callee.inputs],
-                                      [self.ctx.shapes.shape(value) for value in inputs],
+                                      [self.ctx.shapes.shape(value) if value is not None  # (omitted: as declared)
+                                       else getattr(formal.type, "shape", None) for value, formal in zip(inputs, callee.inputs)],
                                       [output.type for output in callee.outputs])
         for output, shape in zip(outputs, shapes):
             self.ctx.shapes.set(output, shape)
@@ -349,8 +350,12 @@ class CallCompiler(_CompilerBase):
                 self.loc(node),
                 hint="use ONNX ops (op.X) on tensors; Python functions only run on compile-time constants",
             )
+        positional = tuple(a.value for a in arguments)
+        named = {k: v.value for k, v in keywords.items()}
         try:
-            return self.operand(target(*[a.value for a in arguments], **{k: v.value for k, v in keywords.items()}))
+            if is_user_function(target):  # as it runs eagerly: its ops give eager tensors
+                return self.operand(hooks.call_as_eager_body(target, positional, named, self.ctx.default_opset))
+            return self.operand(target(*positional, **named))
         except DslError as err:
             raise err.with_location(self.loc(node)) from None
         except Exception as err:

@@ -20,12 +20,19 @@ from typing import Any
 import numpy as np
 
 from dsl import ir
-from dsl.annotation_checks import NOT_A_TENSOR_HINT, OUTPUT_HINT, check_declared, check_output_elem, output_label
+from dsl.annotation_checks import (
+    NOT_A_TENSOR_HINT,
+    OUTPUT_HINT,
+    check_declared,
+    check_output_elem,
+    inputs_fix_ranks,
+    output_label,
+)
 from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import CompileContext, GraphBuilder
 from dsl.frontend.calls import CallCompiler
-from dsl.frontend.constants import literal_tensor
+from dsl.frontend.constants import array_data, literal_tensor
 from dsl.frontend.control_flow import ControlFlowCompiler
 from dsl.frontend.exits import ReturnExit
 from dsl.frontend.expressions import ExpressionCompiler
@@ -200,7 +207,7 @@ class FunctionCompiler(
             return operand
         ctx = self.ctx
         if isinstance(operand, PyValue):
-            value = operand.value
+            value = array_data(operand.value)
             if isinstance(value, (list, tuple, dict)) and holds_tensor(value):
                 return self.container_as_value(value, node)
             if value is None:
@@ -256,13 +263,21 @@ class FunctionCompiler(
         raise DslTypeError(f"{operand!r} cannot be used as a tensor", self.loc(node))
 
     def container_as_value(self, value: Any, node: Any) -> ir.Value:
-        """A Python list where a tensor is expected: ``[0, 0, heads, -1]`` (numbers and
-        one-element tensors) is one 1-D tensor; a list of tensors stays an error."""
+        """A Python list where a tensor is expected: numbers, symbolic sizes and integer
+        tensors of rank 0 or 1 (``repeats`` holding tensors, for Tile) are one 1-D tensor
+        (:meth:`list_tensor`); anything else in it is an error."""
         items = [self.operand(item) for item in value] if isinstance(value, (list, tuple)) else []
-        numbers = [item for item in items if isinstance(item, PyValue)]
-        if items and numbers and all(isinstance(item.value, (int, float, np.integer, np.floating)) for item in numbers):
+        items = [self.as_value(item, node) if isinstance(item, PyValue) and has_symbolic_size(item.value) else item
+                 for item in items]
+        if items and all(isinstance(item, ir.Value) or (
+                isinstance(item, PyValue) and isinstance(item.value, (int, float, np.integer, np.floating)))
+                for item in items):
+            if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == len(items):
+                texts = [ast.unparse(element) for element in node.elts]
+            else:
+                texts = [f"{ast.unparse(node)}[{index}]" for index in range(len(items))]
             synthetic = ast.copy_location(ast.List(elts=[node] * len(items), ctx=ast.Load()), node)
-            return self.list_tensor(items, synthetic)
+            return self.list_tensor(items, synthetic, texts)
         raise DslTypeError(
             f"a {type(value).__name__} of tensors is not a tensor", self.loc(node),
             hint=NOT_A_TENSOR_HINT,
@@ -358,15 +373,22 @@ class FunctionCompiler(
             )
         graph = self.builder.graph
         taken: set[ir.Value] = set()
+        ranks_fixed = inputs_fix_ranks([value.type for value in graph.inputs])
         for index, (value, name) in enumerate(zip(outcome.values, outcome.names)):
             declared = output_types[index] if output_types is not None else None
             known = self.ctx.elem(value)
             check_output_elem(index, known, declared, location)
             check_declared(output_label(index, name), self.ctx.shapes.shape(value), known, declared, location,
-                           OUTPUT_HINT)
+                           OUTPUT_HINT, check_rank=ranks_fixed)
+            shape = self.ctx.shapes.shape(value)
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
-            if declared is not None:
+            if isinstance(declared, ir.TensorType) and declared.shape is not None and not ranks_fixed and (
+                    shape is None or len(shape) != len(declared.shape)):
+                # Inputs of any rank: the annotation's rank is not a promise (not checked, as
+                # eagerly); the model's output takes the element type and inference's rank.
+                value.type = ir.TensorType(declared.elem_type, None)
+            elif declared is not None:
                 value.type = declared
             elif value.type is None and known is not None:
                 value.type = ir.TensorType(known, None)

@@ -16,7 +16,7 @@ from dsl.errors import DslTypeError
 from dsl.operators import literal_elem_type
 from dsl.opsets import to_tensor
 
-__all__ = ["is_tensor_literal", "literal_tensor"]
+__all__ = ["array_data", "is_tensor_literal", "literal_tensor"]
 
 _REPRESENTATIVE = {
     types.FLOAT.enum: 1.0,
@@ -24,6 +24,15 @@ _REPRESENTATIVE = {
     types.BOOL.enum: True,
     types.STRING.enum: "",
 }
+
+
+def array_data(value: Any) -> Any:
+    """An object offering numpy's ``__array__`` (an eager tensor that a Python function of
+    the user's computed while compiling, a torch tensor) as its numpy array, which keeps
+    its dtype as a constant; any other value unchanged."""
+    if isinstance(value, (np.ndarray, np.generic, ir.Tensor, ir.Value, type)) or not hasattr(value, "__array__"):
+        return value
+    return np.asarray(value)
 
 
 def is_tensor_literal(value: Any) -> bool:

@@ -18,10 +18,11 @@ from dsl import indexing, ir
 from dsl.annotation_checks import NOT_A_TENSOR_HINT
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
-from dsl.frontend.constants import is_tensor_literal
+from dsl.frontend.constants import array_data, is_tensor_literal
 from dsl.frontend.python_values import holds_tensor, raw_of
 from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
+from dsl.list_packing import ListTensor, packed_element_type
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
 from dsl.opsets import Opset, to_tensor
 
@@ -63,11 +64,6 @@ UNSUPPORTED_EXPRESSIONS: dict[type, tuple[str, str]] = {
     ast.Starred: ("starred expression", "pass each value explicitly"),
     ast.Slice: ("slice outside a subscript", "slices are only allowed inside x[...]"),
 }
-
-
-def _holds_tensor_operand(operand: Any) -> bool:
-    """A list item that makes the list a Python list of tensors, not a 1-D tensor."""
-    return isinstance(operand, ValueTuple) or (isinstance(operand, PyValue) and holds_tensor(operand.value))
 
 
 def _same_constant(left: Any, right: Any) -> bool:
@@ -159,29 +155,34 @@ class ExpressionCompiler(_CompilerBase):
             return PyValue(tuple(values) if isinstance(node, ast.Tuple) else self.made_here(values))
         if isinstance(node, ast.Tuple):
             return ValueTuple(tuple(items))
-        if any(isinstance(item, AttrRef) for item in items) or not all(
-            isinstance(item, ir.Value) or _holds_tensor_operand(item) for item in items
-        ):
+        # A list with an attribute parameter is a tensor at once (an attribute has no Python
+        # value to keep); numbers and tensors stay a Python list, as eagerly (len, indexing,
+        # loops), packed into one tensor where one is wanted (:meth:`container_as_value`).
+        if any(isinstance(item, AttrRef) for item in items):
             if not any(isinstance(item, ast.Starred) for item in node.elts):
                 items = [self.as_value(item, node) if isinstance(item, PyValue) and isinstance(item.value, SymbolicSize)
                          else item for item in items]
                 return self.list_tensor(items, node)
         return PyValue(self.made_here([raw_of(item) for item in items]))
 
-    def list_tensor(self, items: list[Any], node: ast.List) -> ir.Value:
-        """A list mixing Python numbers with attribute parameters or one-element tensors
-        (``[0, 0, heads, -1]``, the shape of a Reshape) -> one 1-D tensor: each run of
-        numbers one constant, every other item reshaped to ``[-1]``, all concatenated.
-        A list of tensors only stays an error: it may mean a stack or a sequence."""
-        if not all(isinstance(item, (PyValue, AttrRef, ir.Value)) for item in items) or all(
-            isinstance(item, ir.Value) for item in items
-        ):
+    def list_tensor(self, items: list[Any], node: ast.List, texts: list[str] | None = None) -> ir.Value:
+        """A list of numbers, attribute parameters, symbolic sizes and integer tensors of
+        rank 0 or 1 (``[0, 0, heads, -1]``, ``[b, s, n, -1]``, Tile's ``[a, b]``) -> one 1-D
+        tensor: each run of numbers one constant, every other item reshaped to ``[-1]``,
+        all concatenated (:mod:`dsl.list_packing`, which eager mode follows too).
+        ``texts`` name the items in messages (default: their source)."""
+        if not all(isinstance(item, (PyValue, AttrRef, ir.Value)) for item in items):
             raise DslTypeError(
                 "a list of tensors is not a tensor",
                 self.loc(node),
                 hint=NOT_A_TENSOR_HINT,
             )
-        elem = self.list_elem(items, node)
+        if any(isinstance(item, ir.Value) for item in items):
+            names = texts if texts is not None else [ast.unparse(item) for item in node.elts]
+            described = [_list_item(item, name, self.ctx) for item, name in zip(items, names)]
+            elem = packed_element_type(described, self.loc(node)) or _INT64
+        else:
+            elem = self.list_elem(items, node)
         location = self.loc(node)
         flat = self.as_value(PyValue(np.array([-1], dtype=np.int64)), node)
         parts: list[ir.Value | None] = []
@@ -474,7 +475,7 @@ class ExpressionCompiler(_CompilerBase):
             return tuple(self.index_item(item) for item in node.elts)
         operand = self.expr(node)
         if isinstance(operand, PyValue):
-            value = operand.value
+            value = array_data(operand.value)
             if value is None or value is Ellipsis or isinstance(value, (int, np.integer, slice, tuple)):
                 return value
             if is_tensor_literal(value):
@@ -521,3 +522,12 @@ def _has_tensor(index: Any) -> bool:
     if isinstance(index, slice):
         return any(isinstance(part, ir.Value) for part in (index.start, index.stop, index.step))
     return isinstance(index, ir.Value)
+
+
+def _list_item(item: Any, text: str, ctx: Any) -> Any:
+    """A list item as :func:`dsl.list_packing.packed_element_type` reads it."""
+    if isinstance(item, ir.Value):
+        return ListTensor(text, ctx.elem(item), ctx.shapes.shape(item))
+    if isinstance(item, AttrRef):
+        return 0.0 if item.param.kind in (ir.AttrKind.FLOAT, ir.AttrKind.FLOATS) else 0
+    return item.value

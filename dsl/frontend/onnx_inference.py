@@ -3,7 +3,8 @@
 Run only where every input's rank is known (otherwise there is nothing to infer), so a
 function annotated with ``FLOAT[...]`` pays nothing; a node costs a few tens of
 microseconds here (its protos are built for onnx), against a microsecond for a rule.
-ONNX's refusal of a node (``InferenceError``) is the user's mistake, at the node's line.
+ONNX's refusal of a node (``InferenceError``) is the user's mistake, at the node's line
+(:func:`dsl.node_inference.infer_node`, which eager mode asks too).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir
-from dsl.errors import DslTypeError
+from dsl.node_inference import infer_node
 from dsl.shape_rules import Shape
 
 __all__ = ["infer_with_onnx"]
@@ -34,7 +35,6 @@ def infer_with_onnx(
     that refers to a function parameter, a graph attribute)."""
     import onnx.helper
     import onnx.numpy_helper
-    import onnx.shape_inference
 
     protos = []
     for attribute in attributes.values():
@@ -55,13 +55,7 @@ def infer_with_onnx(
     outputs = [f"o{index}" for index in range(output_count)]
     node = onnx.helper.make_node(schema.name, names, outputs)
     node.attribute.extend(protos)
-    try:
-        found = onnx.shape_inference.infer_node_outputs(schema, node, types)
-    except onnx.shape_inference.InferenceError as err:
-        detail = str(err).split("): ", 1)[-1].strip() if "): " in str(err) else str(err)
-        detail = detail.removeprefix("[ShapeInferenceError] ").removeprefix("[TypeInferenceError] ")
-        raise DslTypeError(f"{schema.name}: {detail}", location,
-                           hint="ONNX's shape inference refuses these inputs; check the shapes and attributes") from None
+    found = infer_node(schema, node, types, location)  # (its refusal: the words eager mode uses too)
     return [_shape(found.get(name)) for name in outputs]
 
 

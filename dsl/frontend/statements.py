@@ -13,9 +13,11 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 from dsl import ir
-from dsl.errors import DslSyntaxError, DslTypeError, UnsupportedSyntaxError
+from dsl.dtypes import dtype_mismatch, element_type_of
+from dsl.errors import DslError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit, contains_exit, with_continuation
+from dsl.frontend.python_values import raw_of
 from dsl.frontend.scripted import GraphDecorator
 from dsl.frontend.tensor_properties import RankUnknownShape
 
@@ -43,6 +45,13 @@ if hasattr(ast, "Match"):
     UNSUPPORTED_STATEMENTS[ast.Match] = ("match", "use if/elif/else")
 if hasattr(ast, "TryStar"):
     UNSUPPORTED_STATEMENTS[ast.TryStar] = ("try/except*", "ONNX has no exceptions")
+
+
+def _settable_dtype(value: Any) -> bool:
+    """Whether an object computed while compiling (an eager tensor) declares ``.dtype`` as a
+    tensor does; numpy's own ``a.dtype = ...`` reinterprets the bytes and stays refused."""
+    found = getattr(type(value), "dtype", None)
+    return isinstance(found, property) and found.fset is not None
 
 
 class StatementCompiler(_CompilerBase):
@@ -104,11 +113,41 @@ class StatementCompiler(_CompilerBase):
                 self.loc(target),
                 hint="build a new tensor with op.ScatterND, op.ScatterElements or op.Where",
             )
+        if isinstance(target, ast.Attribute) and target.attr == "dtype":
+            self.declare_dtype(target, operand)
+            return
         if isinstance(target, ast.Starred):
             raise UnsupportedSyntaxError("starred assignment is not supported", self.loc(target),
                                          hint="unpack into a fixed number of names")
         raise UnsupportedSyntaxError("only names can be assigned in @script", self.loc(target),
                                      hint="assign to a plain variable name")
+
+    def declare_dtype(self, target: ast.Attribute, operand: Any) -> None:
+        """``x.dtype = T``: declares the element type of ``x``, as eagerly (where it is
+        always known, so only a check): the same type is nothing, another known type an
+        error, and an unknown one (an untyped input's result) becomes ``T``."""
+        tensor = self.expr(target.value)
+        if isinstance(tensor, PyValue) and _settable_dtype(tensor.value):  # a tensor computed while compiling
+            try:
+                tensor.value.dtype = raw_of(operand)
+            except DslError as err:
+                raise err.with_location(self.loc(target)) from None
+            return
+        if not isinstance(tensor, ir.Value):
+            raise UnsupportedSyntaxError("only a tensor's .dtype can be assigned in @script", self.loc(target),
+                                         hint="assign to a plain variable name")
+        if not isinstance(operand, PyValue):
+            raise DslTypeError("the element type assigned to .dtype must be known while compiling", self.loc(target),
+                               hint="assign FLOAT.dtype, another tensor's .dtype or a numpy dtype")
+        try:
+            wanted = element_type_of(operand.value)
+        except DslError as err:
+            raise err.with_location(self.loc(target)) from None
+        known = self.ctx.elem(tensor)
+        if known is None:
+            self.ctx.elem_types[tensor] = wanted
+        elif known != wanted:
+            raise dtype_mismatch(known, wanted, self.loc(target), ast.unparse(target.value))
 
     def is_optional_output(self, value: ir.Value) -> bool:
         """Whether ``value`` is an optional output of its node's schema, which ``_`` may omit.

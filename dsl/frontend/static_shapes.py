@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, shape_rules
+from dsl.annotation_checks import arguments_keep_ranks
 from dsl.frontend.onnx_inference import infer_with_onnx
 from dsl.shape_rules import Shape
 
@@ -159,11 +160,14 @@ def callee_output_shapes(formal_types: Sequence[Any], actual_shapes: Sequence[Sh
     """The shapes of a scripted callee's outputs at one call: its declared output shapes with
     each symbolic size it shares with an input replaced by the caller's size there
     (``FLOAT["N"] -> FLOAT["N"]`` called on ``FLOAT[5]`` gives ``[5]``); other symbolic
-    sizes are the callee's own names and unknown here.
+    sizes are the callee's own names and unknown here.  Where the arguments do not have
+    the ranks the callee's inputs declare (or those are open), nothing is known.
 
     >>> callee_output_shapes([ir.TensorType(1, ("N",))], [(5,)], [ir.TensorType(1, ("N", 2))])
     [(5, 2)]
     """
+    if not arguments_keep_ranks(actual_shapes, formal_types):
+        return [None] * len(output_types)  # the body's ranks differ from its annotations' here
     bound: dict[str, Any] = {}
     for formal, actual in zip(formal_types, actual_shapes):
         if isinstance(formal, ir.TensorType) and formal.shape is not None and actual is not None \

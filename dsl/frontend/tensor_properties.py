@@ -5,7 +5,8 @@ where the size is static (annotated or inferred), a :class:`SymbolicSize` where 
 A symbolic size stays a Python object while the program only passes it around (``b, s,
 d = x.shape``); where it is used as a tensor (``op.Reshape(x, [b, s, -1])``, ``s * 2``) it
 lowers to ``Gather(Shape(x), axis)``, so a graph whose sizes are all static has no Shape
-node at all.  ``x.dtype`` is the numpy dtype eager mode would give.
+node at all.  ``x.dtype`` is the :class:`~dsl.dtypes.DType` eager mode gives (an int that is
+the ONNX element type and compares equal to numpy's dtype).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dsl import ir, types
+from dsl import ir
+from dsl.dtypes import dtype_of
 from dsl.errors import DslTypeError
 from dsl.opsets import to_tensor
 
@@ -96,7 +98,7 @@ def read_property(value: ir.Value, attribute: str, shape: Any, elem: int | None,
         if elem is None:
             raise DslTypeError(f"the element type of {value.name} is not known here", location,
                                hint=f"annotate {value.name} (FLOAT[...]) or cast it with op.Cast")
-        return types.numpy_dtype(elem)
+        return dtype_of(elem)
     return None
 
 

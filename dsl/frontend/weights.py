@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from dsl import hooks, ir, types
+from dsl.dtypes import DType, dtype_of
 from dsl.weights_file import read_weights_file
 
 __all__ = [
@@ -77,8 +78,9 @@ class Initializer:
         return tuple(self.tensor.array.shape)
 
     @property
-    def dtype(self) -> np.dtype:
-        return np.asarray(self.tensor.array).dtype
+    def dtype(self) -> DType:
+        """The :class:`~dsl.dtypes.DType` a compiled body reads too (equal to numpy's)."""
+        return dtype_of(self.tensor.elem_type)
 
 
 def _eager_operator(name: str) -> Any:
