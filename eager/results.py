@@ -20,7 +20,6 @@ import numpy as np
 
 from dsl import ir, types
 from dsl.annotation_checks import (
-    NOT_A_TENSOR_HINT,
     OUTPUT_HINT,
     check_declared,
     check_output_elem,
@@ -32,7 +31,8 @@ from dsl.operators import literal_elem_type
 from eager import values
 from eager.annotation_sites import return_site
 from eager.call_site import caller_location
-from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
+from eager.returned_lists import is_returned_list, packed_result
+from eager.sequences import EagerSequence, sequence_arrays
 from eager.tensor import EagerTensor
 
 __all__ = ["declared_results", "typed_results"]
@@ -89,12 +89,8 @@ def typed_results(
         )
     typed = []
     for index, item in enumerate(items):
-        if isinstance(item, (list, tuple)) and not isinstance(item, EagerSequence) and any(
-                is_tensor_item(part) for part in item):
-            # (the compiler's error, at the body's return: a list of tensors is no output)
-            location = return_site(python_function, len(items))[0] if python_function is not None else None
-            raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", location or caller_location(),
-                               hint=NOT_A_TENSOR_HINT)
+        if is_returned_list(item):  # (packed into one tensor as compiled, or the compiler's error)
+            item = packed_result(item, python_function, len(items), index)
         want = declared[index] if declared is not None else None
         from_attribute = any(item is value for value in attribute_values)
         typed.append(_typed(function_name, index, item, want, from_attribute))
