@@ -6,11 +6,12 @@ onnxruntime::ReshapeHelper::ReshapeHelper(...)``) and onnx.reference as numpy's 
 neither names the user's values.  Here the op's own rules are checked on the operands
 after a kernel has failed (a call that runs pays nothing): first the compiler's rules
 (:mod:`dsl.shape_rules` through :mod:`eager.shape_mismatch`: broadcasting, MatMul, Gemm,
-Conv and its bias, Reshape's element count, Concat, Expand, the axes of Gather and Split), then the
-rules here for what those leave open: a Reshape shape with two -1, a negative size or a 0
-past the input's rank, Gemm on a non-matrix, Gather's indices and Split's
-sizes.  Each message names the operands as the user wrote them with
-their shapes, and comes with a hint.  A failure no rule explains keeps one sentence of the
+Conv, Reshape's element count, Concat, Expand, the axes of Gather and Split, and the
+inputs beside the main operand in :mod:`dsl.shape_rules_inputs`: a bias, a scale, a
+loss's target), then the rules here for what those leave open: a Reshape shape with two
+-1, a negative size or a 0 past the input's rank, Gemm on a non-matrix, Gather's indices
+and Split's sizes.  Each message names the operands as the user wrote them with their
+shapes, and comes with a hint.  A failure no rule explains keeps one sentence of the
 backend's reason, with the status prefix, source paths and C++ names taken out; the
 backends' full texts stay on the error (``backend_messages``) for debugging.
 """
