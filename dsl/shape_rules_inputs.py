@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from dsl.errors import DslTypeError
 
-__all__ = ["ELEMENT_RULES", "INPUT_RULES", "RuleCall", "check_element_types", "check_inputs", "fits_into", "shape_text"]
+__all__ = ["ELEMENT_RULES", "INPUT_RULES", "MODEL_ONLY_RULES", "RuleCall", "check_element_types", "check_inputs", "fits_into", "shape_text"]
 
 Dim = int | str | None
 
@@ -245,6 +245,11 @@ INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
     "RMSNormalization": _layer_normalization, "GroupNormalization": _group_normalization,
     "NegativeLogLikelihoodLoss": _loss_target, "SoftmaxCrossEntropyLoss": _loss_target,
 }
+
+# Ops whose rule refuses shapes a one-op onnxruntime session of unknown shapes still runs
+# (a target shorter than the scores), but a model with static shapes does not load: eager
+# mode asks these before running (the others it asks only when onnxruntime fails).
+MODEL_ONLY_RULES = frozenset({"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
 
 
 def check_inputs(call: RuleCall) -> None:
