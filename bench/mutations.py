@@ -739,6 +739,16 @@ MUTATIONS = [
              "        if is_returned_list(item):", "        if False:", ("tests/test_frontend_lists_and_debugging.py",)),
     Mutation("VL22", "eager runs a loss whose exported model does not load (target shorter than scores)",
              "eager/op_call.py", '    if op.name in MODEL_ONLY_RULES and op.domain == "":', "    if False:", VL_INPUTS),
+    Mutation("VL23", "Clip's min of several values accepted", "dsl/shape_rules_inputs.py",
+             '    _scalars(call, ((1, "min"), (2, "max")))', "    pass", VL_INPUTS),
+    Mutation("VL24", "TopK's K of rank 0 accepted", "dsl/shape_rules_inputs.py",
+             "if count is not None and (len(count) != 1 or _differ(count[0], 1)):",
+             "if count is not None and len(count) == 1 and _differ(count[0], 1):", VL_INPUTS),
+    Mutation("VL25", "Pad's pads not counted against the input's rank", "dsl/shape_rules_inputs.py",
+             "and not axes_given and _differ(pads[-1], 2 * len(data)):", "and not axes_given and False:", VL_INPUTS),
+    Mutation("VL26", "OneHot's values not required to hold two values", "dsl/shape_rules_inputs.py",
+             "if values is not None and (len(values) != 1 or _differ(values[0], 2)):",
+             "if values is not None and len(values) != 1:", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -208,12 +208,60 @@ def _loss_target(call: RuleCall) -> None:
                         "the weight of a loss holds one value per class (axis 1 of the scores): shape [C]")
 
 
-def _range(call: RuleCall) -> None:
-    for index, role in ((0, "start"), (1, "limit"), (2, "delta")):
+def _scalars(call: RuleCall, roles: Sequence[tuple[int, str]]) -> None:
+    """Inputs that hold one number: rank 0, or one value of rank 1."""
+    for index, role in roles:
         shape = call.shape(index)
         if shape is not None and (len(shape) > 1 or (len(shape) == 1 and _differ(shape[0], 1))):
             raise call.fail(f"the {role} {call.operand(index)} must be a scalar (rank 0, or one value)",
                             f"take one value out with op.Squeeze (or op.ReduceMax) of {call.name(index)}")
+
+
+def _range(call: RuleCall) -> None:
+    _scalars(call, ((0, "start"), (1, "limit"), (2, "delta")))
+
+
+def _clip(call: RuleCall) -> None:
+    _scalars(call, ((1, "min"), (2, "max")))
+
+
+def _top_k(call: RuleCall) -> None:
+    count = call.shape(1)
+    if count is not None and (len(count) != 1 or _differ(count[0], 1)):
+        raise call.fail(f"K {call.operand(1)} must be a 1-D tensor of one value", "write K as op.Constant(value_ints=[k]) "
+                        f"or op.Reshape({call.name(1)}, [1])")
+
+
+def _pad(call: RuleCall) -> None:
+    data, pads, value = call.shape(0), call.shape(1), call.shape(2)
+    hint = "pads are all the begins, then all the ends: 2 values per padded axis, in a 1-D tensor"
+    if pads is not None and not (len(pads) == 1 or (len(pads) == 2 and not _differ(pads[0], 1))):
+        raise call.fail(f"the pads {call.operand(1)} must be 1-D (or [1, 2 * rank]), not rank {len(pads)}", hint)
+    axes_given = call.shape(3) is not None
+    if data is not None and pads is not None and not axes_given and _differ(pads[-1], 2 * len(data)):
+        raise call.fail(f"the pads {call.operand(1)} have {pads[-1]} values, but {call.operand(0)} needs "
+                        f"{2 * len(data)} (2 per axis)", hint + " (or give axes to pad only some axes)")
+    if value is not None and any(_static(d) for d in value) and _differ(_count(value), 1):
+        raise call.fail(f"the constant_value {call.operand(2)} must hold one value",
+                        f"pass one value: op.Reshape({call.name(2)}, [1]) of a one-element tensor, or a scalar")
+
+
+def _count(shape: tuple[Dim, ...]) -> Dim:
+    total = 1
+    for size in shape:
+        if not _static(size):
+            return None
+        total *= int(size)  # type: ignore[arg-type]
+    return total
+
+
+def _one_hot(call: RuleCall) -> None:
+    depth, values = call.shape(1), call.shape(2)
+    if depth is not None and (_count(depth) or 0) > 1:
+        raise call.fail(f"depth {call.operand(1)} must hold one value", "give depth as a scalar (rank 0) or one value")
+    if values is not None and (len(values) != 1 or _differ(values[0], 2)):
+        raise call.fail(f"values {call.operand(2)} must be [off_value, on_value]: a 1-D tensor of two values",
+                        "write values as op.Constant(value_floats=[0.0, 1.0]) (off, on)")
 
 
 def _split_sizes(call: RuleCall) -> None:
@@ -239,7 +287,7 @@ def _elements(call: RuleCall) -> None:
 
 
 INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
-    "Range": _range, "Split": _split_sizes, "GatherElements": _elements, "ScatterElements": _elements,
+    "Range": _range, "Clip": _clip, "TopK": _top_k, "Pad": _pad, "OneHot": _one_hot, "Split": _split_sizes, "GatherElements": _elements, "ScatterElements": _elements,
     "Conv": _convolution, "ConvTranspose": _convolution, "BatchNormalization": _batch_normalization,
     "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
     "RMSNormalization": _layer_normalization, "GroupNormalization": _group_normalization,

@@ -55,6 +55,12 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any]]] = [
       for weight in [(5,), (4,), (1,), (1, 5), (5, 1), ()]],
     *[("Range", shapes, {}, {}) for shapes in [[(), (), ()], [(1,), (), ()], [(), (1,), ()], [(), (3,), ()],
                                                 [(), (), (1,)], [(), (1, 1), ()], [(), (2,), ()], [(2,), (), ()]]],
+    *[("Clip", [(3, 3), *bounds], {}, {}) for bounds in [[()], [(1,)], [(3,)], [(1, 1)], [(), (2,)], [(1,), ()]]],
+    *[("TopK", [(3, 3), k], {}, {1: np.int64}) for k in [(), (1,), (2,), (1, 1)]],
+    *[("Pad", [(3, 3), pads], {}, {1: np.int64}) for pads in [(4,), (2, 2), (3,), (1, 4), (6,)]],
+    *[("Pad", [(3, 3), (4,), value], {}, {1: np.int64}) for value in [(), (1,), (2,), (1, 1)]],
+    *[("OneHot", [(3,), depth, values], {}, {0: np.int64, 1: np.int64})
+      for depth, values in [((), (2,)), ((1,), (2,)), ((2,), (2,)), ((), (3,)), ((), (1, 2)), ((), ())]],
     *[("Split", [(3, 3), sizes], {}, I64) for sizes in [(3,), (), (1, 3), (3, 1)]],
     *[(elements, [(3, 3), indices, *([] if elements == "GatherElements" else [updates])], {"axis": 1},
        {1: np.int64}) for elements in ("GatherElements", "ScatterElements")
@@ -79,7 +85,12 @@ def _model(op_type: str, shapes: list[Any], attributes: dict[str, Any], elems: d
                                np.asarray(rng.random(shape) * 4 + 1).astype(dtype))  # (never 0: a Mod divisor)
     if op_type == "Split":  # (sizes of 1 that add up to the axis; one output per size)
         feeds["in1"] = np.ones(shapes[1], np.int64)
-    outputs = [f"out{index}" for index in range(shapes[1][0] if op_type == "Split" and len(shapes[1]) == 1 else 1)]
+    if op_type == "TopK":  # (k within the axis)
+        feeds["in1"] = np.ones(shapes[1], np.int64)
+    if op_type == "OneHot":  # (a depth above the indices)
+        feeds["in1"] = np.full(shapes[1], 4, np.int64)
+    count = shapes[1][0] if op_type == "Split" and len(shapes[1]) == 1 else 2 if op_type == "TopK" else 1
+    outputs = [f"out{index}" for index in range(count)]
     node = helper.make_node(op_type, names, outputs, **attributes)
     graph = helper.make_graph([node], "one_node", inputs, [onnx.ValueInfoProto(name=name) for name in outputs])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), feeds
@@ -158,13 +169,19 @@ def scatter_with_deeper_indices(data: FLOAT[3, 3], indices: INT64[3, 1, 3], upda
     return op.ScatterElements(data, indices, updates, axis=1)
 
 
+@dsl.script()
+def clip_below_a_vector(x: FLOAT[3, 3], low: FLOAT[3]) -> FLOAT[3, 3]:
+    return op.Clip(x, low)
+
+
 @pytest.mark.parametrize(("function", "arrays", "words"), [
+    (clip_below_a_vector, [(3, 3), (3,)], "Clip: the min low: [3] must be a scalar"),
     (range_to_a_vector, [(3,)], "Range: the limit limit: [3] must be a scalar"),
     (scatter_with_deeper_indices, [(3, 3), (3, 1, 3), (3, 1, 3)], "indices: [3, 1, 3] has rank 3, data: [3, 3] rank 2"),
     (conv_with_row_bias, [(2, 4, 5, 5), (6, 4, 3, 3), (1, 6)], "the bias b: [1, 6] must be 1-D"),
     (nll_with_column_target, [(3, 5), (3, 1)], "target: [3, 1] has rank 2, but scores: [3, 5] needs a target of rank 1"),
     (batch_norm_with_short_scale, [(2, 4, 5), (3,), (4,), (4,), (4,)], "the scale scale: [3] has 3 values"),
-], ids=["range-limit", "scatter-indices", "conv-bias", "nll-target", "batchnorm-scale"])
+], ids=["clip-min", "range-limit", "scatter-indices", "conv-bias", "nll-target", "batchnorm-scale"])
 def test_the_same_located_message_eagerly_and_compiled(function: Any, arrays: list[Any], words: str) -> None:
     with pytest.raises(DslError) as compiled:
         function.to_model_proto()
