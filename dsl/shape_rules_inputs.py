@@ -246,7 +246,7 @@ def _pad(call: RuleCall) -> None:
                         f"pass one value: op.Reshape({call.name(2)}, [1]) of a one-element tensor, or a scalar")
 
 
-def _count(shape: tuple[Dim, ...]) -> Dim:
+def _count(shape: tuple[Dim, ...]) -> int | None:
     total = 1
     for size in shape:
         if not _static(size):
