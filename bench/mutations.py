@@ -601,7 +601,7 @@ MUTATIONS = [
     Mutation("VL11", "a convolution's strides/pads not counted against its spatial axes", "dsl/shape_rules_inputs.py",
              "if given is not None and len(given) != spatial * per_axis:", "if False:", VL_INPUTS),
     Mutation("VL12", "an Expand to a shape computed at run time loses its rank", "dsl/shape_rules.py",
-             "        return [_expanded_rank(data, call.shape(1))]", "        return [None]", VL_INPUTS),
+             "        return [expanded_rank(data, call.shape(1))]", "        return [None]", VL_INPUTS),
     Mutation("VL15", "eager refuses a returned list of tensors at the call, not at the return", "eager/returned_lists.py",
              "    location = found[0] if found is not None else caller_location()", "    location = caller_location()",
              ("tests/test_frontend_lists_and_debugging.py",)),

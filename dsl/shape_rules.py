@@ -25,7 +25,7 @@ import numpy as np
 
 from dsl import ir, reduction_ranks
 from dsl.errors import DslTypeError
-from dsl.shape_rules_inputs import INPUT_RULES, fits_into
+from dsl.shape_rules_inputs import INPUT_RULES, expanded_rank, fits_into
 
 __all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "SAME_SHAPE_OPS", "broadcast", "check_attributes", "has_rule", "infer",
            "shape_text"]
@@ -537,7 +537,7 @@ def _flatten(call: _Call) -> list[Shape]:
 def _expand(call: _Call) -> list[Shape]:
     data, target = call.shape(0), call.constant(1)
     if data is not None and target is None:
-        return [_expanded_rank(data, call.shape(1))]
+        return [expanded_rank(data, call.shape(1))]
     if data is None or target is None:
         return [None]
     wanted = tuple(int(v) for v in target.reshape(-1))
@@ -546,19 +546,6 @@ def _expand(call: _Call) -> list[Shape]:
         raise call.fail(f"{call.operand(0)} cannot be expanded to {shape_text(wanted)}",
                         "Expand broadcasts: each axis of the input must equal the target's or be 1")
     return [joined]
-
-
-def _expanded_rank(data: tuple[Dim, ...], length: Shape) -> Shape:
-    """An Expand to a shape computed at run time: its rank when the shape's length is static,
-    and the sizes of ``data`` other than 1 (the target's size there must be 1 or the same)."""
-    if length is None or len(length) != 1 or not _static(length[0]):
-        return None
-    rank = max(len(data), int(length[0]))  # type: ignore[arg-type]
-    out: list[Dim] = [None] * rank
-    for axis in range(1, len(data) + 1):
-        if _static(data[-axis]) and data[-axis] != 1:
-            out[-axis] = data[-axis]
-    return tuple(out)
 
 
 # --------------------------------------------------------------------- shapes and constants

@@ -29,7 +29,8 @@ from typing import Any, Protocol
 
 from dsl.errors import DslTypeError
 
-__all__ = ["ELEMENT_RULES", "INPUT_RULES", "MODEL_ONLY_RULES", "RuleCall", "check_element_types", "check_inputs", "fits_into", "shape_text"]
+__all__ = ["ELEMENT_RULES", "INPUT_RULES", "MODEL_ONLY_RULES", "RuleCall", "check_element_types", "check_inputs",
+           "expanded_rank", "fits_into", "shape_text"]
 
 Dim = int | str | None
 
@@ -69,6 +70,24 @@ def fits_into(small: Sequence[Dim], large: Sequence[Dim]) -> int | None:
         if small[axis] != 1 and _differ(small[axis], large[axis]):
             return axis
     return None
+
+
+def expanded_rank(data: tuple[Dim, ...], length: tuple[Dim, ...] | None) -> tuple[Dim, ...] | None:
+    """The shape of an Expand of ``data`` to a target computed at run time whose own shape is
+    ``length``: its rank when the target's length is static, and the sizes of ``data`` other
+    than 1 (the target's size there must be 1 or the same); None when the length is unknown.
+
+    >>> expanded_rank((), (2,)), expanded_rank((3, 1), (3,))
+    ((None, None), (None, 3, None))
+    """
+    if length is None or len(length) != 1 or not _static(length[0]):
+        return None
+    rank = max(len(data), int(length[0]))  # type: ignore[arg-type]
+    out: list[Dim] = [None] * rank
+    for axis in range(1, len(data) + 1):
+        if _static(data[-axis]) and data[-axis] != 1:
+            out[-axis] = data[-axis]
+    return tuple(out)
 
 
 def _one_per(call: RuleCall, index: int, role: str, count: Dim, counted: str, hint: str) -> None:
