@@ -55,6 +55,7 @@ CP_WEIGHTS = ("tests/test_model_weights.py", "tests/test_readme_decoder.py")
 CHECKED_EXPORTS = ("tests/test_checked_exports.py", "tests/test_frontend_python.py")
 EAGER_FAILURES = ("tests/test_eager_op_failures.py",)
 TL = ("tests/test_torch_lib_constructs.py",)
+VL_INPUTS = ("tests/test_shape_rules_inputs.py",)
 AGREEMENT = ("tests/test_eager_onnxruntime_agreement.py",)
 
 
@@ -572,6 +573,49 @@ MUTATIONS = [
     Mutation("LC7", "a Constant of any type is read from the node (float16 as float32)", "eager/captured_values.py",
              "    array = onnx.numpy_helper.to_array(tensor)", "    array = onnx.numpy_helper.to_array(tensor).astype("
              "np.float32 if tensor.data_type == onnx.TensorProto.FLOAT16 else None)", ("tests/test_eager_model_session.py",)),
+    Mutation("VL1", "Conv's bias rank not checked", "dsl/shape_rules_inputs.py",
+             "    if shape is not None and len(shape) != 1:\n        raise call.fail(f\"the bias",
+             "    if False:\n        raise call.fail(f\"the bias", VL_INPUTS),
+    Mutation("VL2", "ConvTranspose's bias counted from axis 1 without group", "dsl/shape_rules_inputs.py",
+             "count = int(weight[1]) * group", "count = int(weight[1])", VL_INPUTS),
+    Mutation("VL3", "a normalization's statistics sizes not compared with channels", "dsl/shape_rules_inputs.py",
+             "    if _differ(shape[0], count):\n        raise call.fail(f\"the {role}",
+             "    if False:\n        raise call.fail(f\"the {role}", VL_INPUTS),
+    Mutation("VL4", "LayerNormalization's scale not checked against X", "dsl/shape_rules_inputs.py",
+             "if shape is None or fits_into(shape, data) is None:", "if True:", VL_INPUTS),
+    Mutation("VL5", "a loss's target rank not checked", "dsl/shape_rules_inputs.py",
+             "if len(target) != len(scores) - 1:", "if False:", VL_INPUTS),
+    Mutation("VL6", "Gemm's C broadcast both ways (not only into [M, N])", "dsl/shape_rules_inputs.py",
+             "if small[axis] != 1 and _differ(small[axis], large[axis]):",
+             "if 1 not in (small[axis], large[axis]) and _differ(small[axis], large[axis]):", VL_INPUTS),
+    Mutation("VL7", "the input rules not asked by shape_rules.infer", "dsl/shape_rules.py",
+             "    if op_type in INPUT_RULES:  # a bias", "    if False:  # a bias", VL_INPUTS + EAGER_FAILURES),
+    Mutation("VL8", "float Mod with fmod=0 accepted whatever the opset", "dsl/shape_rules_inputs.py",
+             "if floating is not None and not fmod:", "if False:", VL_INPUTS),
+    Mutation("VL9", "the compiler does not ask the element-type rules", "dsl/frontend/builder.py",
+             "            check_element_types(op.name, op.since_version, elems, attributes, location)",
+             "            pass", VL_INPUTS),
+    Mutation("VL10", "eager mode does not ask the element-type rules", "eager/op_call.py",
+             "        check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)",
+             "        pass", VL_INPUTS),
+    Mutation("VL11", "a convolution's strides/pads not counted against its spatial axes", "dsl/shape_rules_inputs.py",
+             "if given is not None and len(given) != spatial * per_axis:", "if False:", VL_INPUTS),
+    Mutation("VL12", "an Expand to a shape computed at run time loses its rank", "dsl/shape_rules.py",
+             "        return [expanded_rank(data, call.shape(1))]", "        return [None]", VL_INPUTS),
+    Mutation("VL15", "eager refuses a returned list of tensors at the call, not at the return", "eager/returned_lists.py",
+             "    location = found[0] if found is not None else caller_location()", "    location = caller_location()",
+             ("tests/test_frontend_lists_and_debugging.py",)),
+    Mutation("VL16", "Range's limit of several values accepted", "dsl/shape_rules_inputs.py",
+             "if shape is not None and (len(shape) > 1 or (len(shape) == 1 and _differ(shape[0], 1))):",
+             "if shape is not None and len(shape) > 1:", VL_INPUTS),
+    Mutation("VL17", "GatherElements/ScatterElements indices of another rank accepted", "dsl/shape_rules_inputs.py",
+             "    if len(indices) != len(data):", "    if False:", VL_INPUTS),
+    Mutation("VL18", "Split's sizes of rank 2 accepted", "dsl/shape_rules_inputs.py",
+             "    if sizes is not None and len(sizes) != 1:", "    if False:", VL_INPUTS),
+    Mutation("VL19", "RMSNormalization's scale not checked against X", "dsl/shape_rules_inputs.py",
+             '    "RMSNormalization": _layer_normalization, ', "    ", VL_INPUTS),
+    Mutation("VL20", "GroupNormalization's num_groups not checked against the channels", "dsl/shape_rules_inputs.py",
+             "if int(groups) <= 0 or int(data[1]) % int(groups):", "if int(groups) <= 0:", VL_INPUTS),
     # ------------------------------------------------------------ dsl.dtypes: x.dtype as DType
     Mutation("DT1", "a DType equals no numpy dtype, scalar type or name", "dsl/dtypes.py",
              "            return int(self) == element_type_of(other)\n", "            return False\n",
@@ -695,6 +739,20 @@ MUTATIONS = [
              'ranked = _reduction_rank(node, constants, types) or _data_rank(node, types)',
              'ranked = _reduction_rank(node, constants, types)',
              ("tests/test_output_ranks.py",)),
+    Mutation("VL21", "eager returns a list of integer tensors as is (the compiler packs it)", "eager/results.py",
+             "        if is_returned_list(item):", "        if False:", ("tests/test_frontend_lists_and_debugging.py",)),
+    Mutation("VL22", "eager runs a loss whose exported model does not load (target shorter than scores)",
+             "eager/op_call.py", '    if op.name in MODEL_ONLY_RULES and op.domain == "":', "    if False:", VL_INPUTS),
+    Mutation("VL23", "Clip's min of several values accepted", "dsl/shape_rules_inputs.py",
+             '    _scalars(call, ((1, "min"), (2, "max")))', "    pass", VL_INPUTS),
+    Mutation("VL24", "TopK's K of rank 0 accepted", "dsl/shape_rules_inputs.py",
+             "if count is not None and (len(count) != 1 or _differ(count[0], 1)):",
+             "if count is not None and len(count) == 1 and _differ(count[0], 1):", VL_INPUTS),
+    Mutation("VL25", "Pad's pads not counted against the input's rank", "dsl/shape_rules_inputs.py",
+             "and not axes_given and _differ(pads[-1], 2 * len(data)):", "and not axes_given and False:", VL_INPUTS),
+    Mutation("VL26", "OneHot's values not required to hold two values", "dsl/shape_rules_inputs.py",
+             "if values is not None and (len(values) != 1 or _differ(values[0], 2)):",
+             "if values is not None and len(values) != 1:", VL_INPUTS),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -314,7 +314,29 @@ def _annotation(array: np.ndarray) -> str:
 
 
 def _as_list(result: Any) -> list[Any]:
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+    """The outputs of an eager call: a tuple holds several, a list is one sequence output
+    (as onnxruntime returns a sequence: a list of arrays)."""
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def _as_value(item: Any) -> Any:
+    return [np.asarray(element) for element in item] if isinstance(item, list) else np.asarray(item)
+
+
+def _difference(ours: Any, theirs: Any) -> str:
+    """'' when one eager output equals onnxruntime's (a sequence: element by element)."""
+    if isinstance(ours, list) or isinstance(theirs, list):
+        if not (isinstance(ours, list) and isinstance(theirs, list)):
+            return f"eager {'a sequence' if isinstance(ours, list) else 'a tensor'} vs compiled " + (
+                "a sequence" if isinstance(theirs, list) else "a tensor")
+        if len(ours) != len(theirs):
+            return f"eager sequence of {len(ours)} vs compiled sequence of {len(theirs)}"
+        return next((found for found in map(_difference, ours, theirs) if found), "")
+    if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
+        return f"eager {ours.dtype}{ours.shape} vs compiled {theirs.dtype}{theirs.shape}"
+    if not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6, equal_nan=True):
+        return "values differ"
+    return ""
 
 
 _BOTH_REFUSE = "both refuse the example at run time"
@@ -327,7 +349,7 @@ def compare(entry: Any, inputs: list[Any], model: Any) -> str:
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {graph_input.name: array for graph_input, array in zip(session.get_inputs(), inputs, strict=True)}
     try:
-        eager = [np.asarray(item) for item in _as_list(entry(*inputs))]
+        eager = [_as_value(item) for item in _as_list(entry(*inputs))]
     except Exception as eager_error:  # (agreement when the model refuses the data too)
         try:
             session.run(None, feeds)
@@ -337,12 +359,7 @@ def compare(entry: Any, inputs: list[Any], model: Any) -> str:
     compiled = session.run(None, feeds)
     if len(eager) != len(compiled):
         return f"{len(eager)} eager outputs, {len(compiled)} compiled"
-    for ours, theirs in zip(eager, compiled, strict=True):
-        if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
-            return f"eager {ours.dtype}{ours.shape} vs compiled {theirs.dtype}{theirs.shape}"
-        if not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6, equal_nan=True):
-            return "values differ"
-    return ""
+    return next((found for found in map(_difference, eager, compiled) if found), "")
 
 
 _RANDOM_OPS = {"Bernoulli", "Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform",

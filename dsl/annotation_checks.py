@@ -19,10 +19,12 @@ from dsl import ir, types
 from dsl.errors import DslTypeError
 from dsl.shape_rules import Shape, shape_text
 
-__all__ = ["OUTPUT_HINT", "argument_hint", "arguments_keep_ranks", "check_declared", "check_output_elem", "fits_declared",
-           "inputs_fix_ranks", "output_label"]
+__all__ = ["NOT_A_TENSOR_HINT", "OUTPUT_HINT", "argument_hint", "arguments_keep_ranks", "check_declared",
+           "check_output_elem", "fits_declared", "inputs_fix_ranks", "output_label"]
 
 OUTPUT_HINT = "fix the computation or the return annotation (a symbolic size may be any size)"
+# A list of tensors where a tensor is expected (returned, or passed to an op): compiled and eager alike.
+NOT_A_TENSOR_HINT = "use op.Concat(*parts, axis=0) to join tensors, or op.SequenceConstruct(*parts) for a sequence"
 
 
 def output_label(index: int, name: str) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from dsl import ir, reduction_ranks
 from dsl.errors import DslTypeError
+from dsl.shape_rules_inputs import INPUT_RULES, expanded_rank, fits_into
 
 __all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "SAME_SHAPE_OPS", "broadcast", "check_attributes", "has_rule", "infer",
            "shape_text"]
@@ -80,6 +81,8 @@ def infer(
     >>> infer("Add", [(4, 3), ("B", 1, 3)], ["a", "b"], {}, [None, None])
     [('B', 4, 3)]
     """
+    if op_type in INPUT_RULES:  # a bias, scale or target beside the main operand
+        INPUT_RULES[op_type](_Call(op_type, shapes, names, attributes, constants, location))
     if op_type in SAME_SHAPE_OPS:
         return [shapes[0] if shapes else None]
     if op_type in BROADCASTING_OPS:
@@ -296,8 +299,7 @@ def _gemm(call: _Call) -> list[Shape]:
         )
     out = (a[1 - inner_a], b[1 - inner_b])
     if call.shape(2) is not None:
-        joined = broadcast(out, call.shape(2))  # type: ignore[arg-type]
-        if joined is None or len(joined) > 2:
+        if fits_into(call.shape(2), out) is not None:  # type: ignore[arg-type]
             raise call.fail(f"{call.operand(2)} does not broadcast to the product's {shape_text(out)}",
                             "C is added to A @ B and must broadcast to [M, N]")
     return [out]
@@ -534,6 +536,8 @@ def _flatten(call: _Call) -> list[Shape]:
 
 def _expand(call: _Call) -> list[Shape]:
     data, target = call.shape(0), call.constant(1)
+    if data is not None and target is None:
+        return [expanded_rank(data, call.shape(1))]
     if data is None or target is None:
         return [None]
     wanted = tuple(int(v) for v in target.reshape(-1))

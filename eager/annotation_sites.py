@@ -17,7 +17,7 @@ from typing import Any
 from dsl.ir import SourceLocation
 from eager.call_site import caller_location
 
-__all__ = ["argument_location", "return_site"]
+__all__ = ["argument_location", "returned_expression", "return_site"]
 
 
 def return_site(python_function: Any, count: int) -> tuple[SourceLocation | None, list[str]]:
@@ -59,6 +59,24 @@ def _only_return(python_function: Any) -> tuple[SourceLocation, ast.Return] | No
     end = statement.end_col_offset + indent if statement.end_lineno == statement.lineno and \
         statement.end_col_offset is not None else None
     return SourceLocation(filename, line, statement.col_offset + indent, source_line, end_column=end), statement
+
+
+def returned_expression(python_function: Any, count: int, index: int) -> tuple[SourceLocation, ast.expr] | None:
+    """The location and text of result ``index`` of ``count`` in the body's one ``return``
+    (``[a, b]`` in ``return [a, b], c``), as the compiler locates an expression; None
+    where the source cannot say."""
+    found = _only_return(python_function)
+    value = found[1].value if found is not None else None
+    if found is None or value is None:
+        return None
+    statement_location, statement = found
+    items = value.elts if count > 1 and isinstance(value, ast.Tuple) else [value]
+    if len(items) != count or statement.end_lineno != statement.lineno:
+        return None
+    node = items[index]
+    shift = statement_location.column - statement.col_offset  # (the def's indentation)
+    return SourceLocation(statement_location.file, statement_location.line, node.col_offset + shift,
+                          statement_location.source_line, end_column=(node.end_col_offset or 0) + shift), node
 
 
 def _returns(body: list[ast.stmt]) -> Any:

@@ -17,6 +17,7 @@ from dsl import shape_rules, types
 from dsl.errors import DslError, DslTypeError, EagerError, OpCallError
 from dsl.operators import literal_elem_type
 from dsl.opsets import Op
+from dsl.shape_rules_inputs import check_element_types
 from eager import values
 from eager.attributes import attribute_key, attribute_protos
 from eager.call_site import caller_location, caller_operands, unpacked_count
@@ -27,6 +28,7 @@ from eager.op_failures import Operand, backend_reason, explain, inference_refusa
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
 from eager.sessions import KERNELS, LAST
+from eager.shape_mismatch import MODEL_ONLY_RULES, refuse_before_running
 from eager.tensor import EagerTensor
 
 __all__ = ["call_op", "OpFacts"]
@@ -152,6 +154,9 @@ def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], n
         num_outputs = facts.default_outputs
         if facts.ambiguous_outputs:
             num_outputs = _outputs_asked(op, arrays, kwargs, facts.default_outputs)
+    if op.name in MODEL_ONLY_RULES and op.domain == "":  # (shapes onnxruntime runs but a model refuses)
+        refuse_before_running(op.name, arrays, lambda: [o.name for o in _operands(op, arrays, signature)], kwargs,
+                              op.version, caller_location())
     key = (facts.key, attribute_key(kwargs) if kwargs else (), signature, num_outputs)
     kernel = KERNELS.get(key)
     if kernel is None:
@@ -436,6 +441,7 @@ def _prepare(
     op.check_input_types([sig_elem(s) for s in signature], location)
     if op.domain == "":
         shape_rules.check_attributes(op.name, kwargs, location)
+        check_element_types(op.name, op.since_version, [sig_elem(s) for s in signature], kwargs, location)
     spec = KernelSpec(op.domain, op.name, op.version, op.since_version, protos, tuple(signature), num_outputs)
     try:
         kernel = build_kernel(spec, arrays)

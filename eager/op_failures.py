@@ -6,11 +6,12 @@ onnxruntime::ReshapeHelper::ReshapeHelper(...)``) and onnx.reference as numpy's 
 neither names the user's values.  Here the op's own rules are checked on the operands
 after a kernel has failed (a call that runs pays nothing): first the compiler's rules
 (:mod:`dsl.shape_rules` through :mod:`eager.shape_mismatch`: broadcasting, MatMul, Gemm,
-Conv, Reshape's element count, Concat, Expand, the axes of Gather and Split), then the
-rules here for what those leave open: a Reshape shape with two -1, a negative size or a 0
-past the input's rank, Gemm on a non-matrix, Conv's bias, Gather's indices and Split's
-sizes.  Each message names the operands as the user wrote them with
-their shapes, and comes with a hint.  A failure no rule explains keeps one sentence of the
+Conv, Reshape's element count, Concat, Expand, the axes of Gather and Split, and the
+inputs beside the main operand in :mod:`dsl.shape_rules_inputs`: a bias, a scale, a
+loss's target), then the rules here for what those leave open: a Reshape shape with two
+-1, a negative size or a 0 past the input's rank, Gemm on a non-matrix, Gather's indices
+and Split's sizes.  Each message names the operands as the user wrote them with their
+shapes, and comes with a hint.  A failure no rule explains keeps one sentence of the
 backend's reason, with the status prefix, source paths and C++ names taken out; the
 backends' full texts stay on the error (``backend_messages``) for debugging.
 """
@@ -103,18 +104,6 @@ def _reshape(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explana
     return None  # (a count the sizes do not hold: dsl.shape_rules said so first)
 
 
-def _conv(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
-    """The bias alone: dsl.shape_rules answers first for the ranks and channels of X and W
-    (so past it, W has X's rank, at least 3)."""
-    if len(operands) < 3 or operands[0].shape is None:
-        return None
-    w_shape, bias = operands[1].shape, operands[2]
-    if w_shape is None or bias.shape is None or bias.shape == (w_shape[0],):
-        return None
-    return (f"Conv: the bias {_named(bias)} does not match the {w_shape[0]} output channels of {operands[1].name}",
-            "the bias has one value per output channel (axis 0 of the weight)")
-
-
 def _gemm(operands: Sequence[Operand], attributes: dict[str, Any]) -> Explanation | None:
     """A non-matrix operand alone: dsl.shape_rules answers first for the inner sizes."""
     if len(operands) < 2 or operands[0].shape is None or operands[1].shape is None:
@@ -182,7 +171,7 @@ def inference_refusal(schema: Any, n_outputs: int, arrays: Sequence[Any], signat
 
 
 _RULES: dict[str, Callable[[Sequence[Operand], dict[str, Any]], Explanation | None]] = {
-    "Reshape": _reshape, "Conv": _conv, "Gemm": _gemm, "Gather": _gather, "Split": _split,
+    "Reshape": _reshape, "Gemm": _gemm, "Gather": _gather, "Split": _split,
 }
 
 # onnxruntime's status prefix, up to the message it carries.

@@ -19,13 +19,20 @@ from typing import Any
 import numpy as np
 
 from dsl import ir, types
-from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, fits_declared, output_label
+from dsl.annotation_checks import (
+    OUTPUT_HINT,
+    check_declared,
+    check_output_elem,
+    fits_declared,
+    output_label,
+)
 from dsl.errors import DslTypeError
 from dsl.operators import literal_elem_type
 from eager import values
 from eager.annotation_sites import return_site
 from eager.call_site import caller_location
-from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
+from eager.returned_lists import is_returned_list, packed_result
+from eager.sequences import EagerSequence, sequence_arrays
 from eager.tensor import EagerTensor
 
 __all__ = ["declared_results", "typed_results"]
@@ -82,6 +89,8 @@ def typed_results(
         )
     typed = []
     for index, item in enumerate(items):
+        if is_returned_list(item):  # (packed into one tensor as compiled, or the compiler's error)
+            item = packed_result(item, python_function, len(items), index)
         want = declared[index] if declared is not None else None
         from_attribute = any(item is value for value in attribute_values)
         typed.append(_typed(function_name, index, item, want, from_attribute))
@@ -108,12 +117,6 @@ def _typed(function_name: str, index: int, item: Any, want: Any, from_attribute:
     elem = want.elem_type if isinstance(want, ir.TensorType) else None
     if isinstance(item, EagerSequence):
         return _typed_sequence(function_name, index, item, want)
-    if isinstance(item, (list, tuple)) and any(is_tensor_item(part) for part in item):
-        raise DslTypeError(
-            f"{function_name}: result {index} is a list of tensors, which is not a tensor",
-            caller_location(),
-            hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
-        )
     if isinstance(item, EagerTensor):
         tensor = item
     elif isinstance(item, (np.ndarray, np.generic)):

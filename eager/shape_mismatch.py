@@ -10,15 +10,16 @@ after a kernel has failed, so a call that runs pays nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from dsl import shape_rules
-from dsl.errors import DslError
+from dsl.errors import DslError, EagerError
+from dsl.shape_rules_inputs import MODEL_ONLY_RULES
 
-__all__ = ["BROADCASTING_OPS", "disagreement"]
+__all__ = ["BROADCASTING_OPS", "MODEL_ONLY_RULES", "disagreement", "refuse_before_running"]
 
 BROADCASTING_OPS = shape_rules.BROADCASTING_OPS
 
@@ -54,3 +55,26 @@ def _small_ints(array: Any) -> np.ndarray | None:
     if isinstance(array, np.ndarray) and array.dtype.kind in "iu" and array.size <= 64:
         return array
     return None
+
+
+def refuse_before_running(op_type: str, arrays: Sequence[Any], names: Callable[[], Sequence[str]],
+                          attributes: Mapping[str, Any], version: int, location: Any) -> None:
+    """The compiler's input rules (:mod:`dsl.shape_rules_inputs`) on an ``op_type`` call
+    before it runs: onnxruntime runs some calls whose static shapes an exported model
+    refuses (a loss's target shorter than the scores), so eager mode asks first and
+    raises the compiler's message at ``location``; ``names`` gives the operands' text.
+
+    >>> refuse_before_running("NegativeLogLikelihoodLoss", [np.ones((3, 5, 2)), np.zeros((2, 2))],
+    ...                       lambda: ["x", "t"], {}, 18, None)
+    Traceback (most recent call last):
+    ...
+    dsl.errors.EagerError: error: NegativeLogLikelihoodLoss: t: [2, 2] vs x: [3, 5, 2]: axis 0 of the target is 2, the scores have 3
+    ...
+    """
+    shapes = [np.shape(array) if isinstance(array, np.ndarray) else None for array in arrays]
+    try:
+        shape_rules.infer(op_type, shapes, [f"input {i}" for i in range(len(arrays))], attributes, [], None, version)
+    except DslError:  # (again, with the operands named as written: read only for the message)
+        found = disagreement(op_type, shapes, names(), attributes, None, version)
+        if found is not None:
+            raise EagerError(found[0], location, hint=found[1]) from None

@@ -170,8 +170,9 @@ def test_conv_with_a_bias_of_the_wrong_size() -> None:
     image, kernel, bias = np.ones((1, 3, 8, 8), F32), np.ones((2, 3, 3, 3), F32), np.ones(5, F32)
     error = _raised(lambda: op.Conv(image, kernel, bias))
     assert str(error) == _report(
-        "op.Conv(image, kernel, bias)", "Conv: the bias bias: [5] does not match the 2 output channels of kernel",
-        "the bias has one value per output channel (axis 0 of the weight)")
+        "op.Conv(image, kernel, bias)", "Conv: the bias bias: [5] has 5 values, but kernel makes 2 output channels "
+        "(axis 0)", "the bias of Conv holds one value per output channel: shape [2]; reshape it with "
+        "op.Reshape(bias, [-1]) or add it after the convolution instead")
 
 
 def test_gemm_with_an_untransposed_linear_weight() -> None:

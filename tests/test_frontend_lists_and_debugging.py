@@ -120,3 +120,42 @@ def test_pdb_set_trace_is_left_out_too(monkeypatch: pytest.MonkeyPatch) -> None:
 
     traced.to_model_proto()
     assert calls == []
+
+
+@script()
+def parts_as_a_list(x: FLOAT[6, 2]):
+    return [op.Identity(part) for part in op.Split(x, num_outputs=3, axis=0)]
+
+
+@script()
+def parts_as_a_display(x: FLOAT[6, 2]):
+    first, second = op.Split(x, num_outputs=2, axis=0)
+    return [first, second]
+
+
+@pytest.mark.parametrize("function", [parts_as_a_list, parts_as_a_display], ids=["comprehension", "display"])
+def test_a_returned_list_of_float_tensors_is_refused_alike_eagerly_and_compiled(function) -> None:
+    """(a list of float tensors is neither several outputs nor a sequence: both modes say so
+    with the compiler's message, at the returned expression)"""
+    with pytest.raises(DslTypeError) as compiled:
+        function.to_model_proto()
+    with pytest.raises(DslTypeError) as eager:
+        function(np.arange(12, dtype=np.float32).reshape(6, 2))
+    assert compiled.value.message.startswith("a list of tensors is not a tensor")
+    assert (eager.value.message, eager.value.hint) == (compiled.value.message, compiled.value.hint)
+    assert (eager.value.location.line, eager.value.location.column) == (
+        compiled.value.location.line, compiled.value.location.column)
+    assert eager.value.location.source_line.lstrip().startswith("return [")
+
+
+@script()
+def sizes_as_a_list(x: FLOAT["B", "S"]):
+    return x, [op.Shape(x, start=0, end=1), op.Size(x), 7]
+
+
+def test_a_returned_list_of_integer_tensors_packs_alike_eagerly_and_compiled() -> None:
+    x = np.ones((3, 5), np.float32)
+    _, eager = sizes_as_a_list(x)
+    _, compiled = run_model(sizes_as_a_list.to_model_proto(), [x])
+    np.testing.assert_array_equal(np.asarray(eager), compiled)
+    np.testing.assert_array_equal(compiled, np.array([3, 15, 7], np.int64))

@@ -21,6 +21,7 @@ from dsl.errors import DslTypeError
 from dsl.frontend.names import NameAllocator
 from dsl.frontend.static_shapes import ShapeTable
 from dsl.opsets import Op, Opset
+from dsl.shape_rules_inputs import ELEMENT_RULES, check_element_types
 
 __all__ = ["CompileContext", "GraphBuilder"]
 
@@ -229,6 +230,8 @@ class GraphBuilder:
                 if output_elems is None:  # checked once per (op, input types), then cached
                     op.check_input_types(list(elems), location)
                     output_elems = _OUTPUT_TYPES[key] = op.output_elem_types(list(elems), attributes)
+        if opset.domain in ("", "ai.onnx") and op.name in ELEMENT_RULES:
+            check_element_types(op.name, op.since_version, elems, attributes, location)
         count = output_count if output_count is not None else default_output_count(op)
         if output_elems is not None and len(output_elems) < count and output_elems:
             output_elems = output_elems + [output_elems[-1]] * (count - len(output_elems))

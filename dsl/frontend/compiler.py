@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 
 from dsl import ir
-from dsl.annotation_checks import OUTPUT_HINT, check_declared, check_output_elem, inputs_fix_ranks, output_label
+from dsl.annotation_checks import (
+    NOT_A_TENSOR_HINT,
+    OUTPUT_HINT,
+    check_declared,
+    check_output_elem,
+    inputs_fix_ranks,
+    output_label,
+)
 from dsl.errors import DslError, DslNameError, DslSyntaxError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import CompileContext, GraphBuilder
@@ -273,7 +280,7 @@ class FunctionCompiler(
             return self.list_tensor(items, synthetic, texts)
         raise DslTypeError(
             f"a {type(value).__name__} of tensors is not a tensor", self.loc(node),
-            hint="use op.Concat(*parts, axis=0) to join tensors, or op.SequenceConstruct(*parts) for a sequence",
+            hint=NOT_A_TENSOR_HINT,
         )
 
     def bind_name(self, name: str, operand: Any) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dsl import indexing, ir
+from dsl.annotation_checks import NOT_A_TENSOR_HINT
 from dsl.errors import DslError, DslNameError, DslTypeError, UnsupportedSyntaxError
 from dsl.frontend.bindings import AttrRef, GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.constants import array_data, is_tensor_literal
@@ -174,7 +175,7 @@ class ExpressionCompiler(_CompilerBase):
             raise DslTypeError(
                 "a list of tensors is not a tensor",
                 self.loc(node),
-                hint="use op.Concat(a, b, axis=0) to join tensors, or op.SequenceConstruct(a, b) for a sequence",
+                hint=NOT_A_TENSOR_HINT,
             )
         if any(isinstance(item, ir.Value) for item in items):
             names = texts if texts is not None else [ast.unparse(item) for item in node.elts]
