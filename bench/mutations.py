@@ -571,6 +571,17 @@ MUTATIONS = [
     Mutation("LC7", "a Constant of any type is read from the node (float16 as float32)", "eager/captured_values.py",
              "    array = onnx.numpy_helper.to_array(tensor)", "    array = onnx.numpy_helper.to_array(tensor).astype("
              "np.float32 if tensor.data_type == onnx.TensorProto.FLOAT16 else None)", ("tests/test_eager_model_session.py",)),
+    Mutation("CS1", "nodes holding equal attributes decode to one shared list", "converter/proto_attributes.py",
+             "    if kind in _LISTS:\n        value = value[:]", "    if kind in _LISTS:\n        value = value",
+             ("tests/test_proto_attributes.py",)),
+    Mutation("CS2", "an attribute tensor kept in external data is held unread", "converter/proto_attributes.py",
+             "(proto.type == 4 and proto.t.data_location == _EXTERNAL)", "False", ("tests/test_proto_attributes.py",)),
+    Mutation("CS3", "the writer drops the attributes a node holds unread", "converter/onnx_encoding.py",
+             "parts.append(held_fields(held) or _held_attribute_fields(node, context))", "pass",
+             ("tests/test_proto_attributes.py",)),
+    Mutation("CS4", "asking a held node for its subgraphs decodes its attributes", "dsl/ir.py",
+             "    if node.unread_attributes is not None:\n        return\n", "",
+             ("tests/test_proto_attributes.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

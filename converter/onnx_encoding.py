@@ -284,6 +284,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
     reads = context.read_fields
     read_field = reads.get
     cache = context.export.wire
+    held_fields = cache.held_attributes.get
     op_type_field, domain_field, op_type_fields = cache.op_type_field, cache.domain_field, cache.op_types
     node_tag = node_wire.FUNCTION_NODE if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_NODE
     OUTPUT, INPUT, NAME = node_wire.NODE_OUTPUT, node_wire.NODE_INPUT, node_wire.NODE_NAME
@@ -326,7 +327,13 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
             if name:
                 raw = name.encode("utf-8")
                 parts.append(NAME + (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw)
-            if node.overload or node.doc_string or node.metadata_props or node.attributes:
+            held = node.unread_attributes
+            if held is not None:
+                # (read from a file and not looked at since: each distinct set is encoded once)
+                parts.append(held_fields(held) or _held_attribute_fields(node, context))
+                if node.overload or node.doc_string or node.metadata_props:
+                    parts.append(_rare_fields(node, context, False))
+            elif node.overload or node.doc_string or node.metadata_props or node.attributes:
                 parts.append(_rare_fields(node, context))
         except (_NeedsProto, UnicodeEncodeError):
             if pending:
@@ -376,8 +383,17 @@ def _input_fields(node: ir.Node, context: BodyContext, nodes: Any, initializers:
     return fields
 
 
-def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
-    """The encoded overload, doc string, metadata and attributes of ``node``."""
+def _held_attribute_fields(node: ir.Node, context: BodyContext) -> bytes:
+    """The encoded attributes of a node that holds them unread, the first time the export
+    meets their key (kept in ``export.wire.held_attributes`` for the next)."""
+    key = node.unread_attributes
+    encoded = _attribute_fields(node, context)  # (decodes them)
+    context.export.wire.held_attributes[key] = encoded
+    return encoded
+
+
+def _rare_fields(node: ir.Node, context: BodyContext, attributes: bool = True) -> bytes:
+    """The encoded overload, doc string, metadata and (``attributes``) attributes of ``node``."""
     fields: list[bytes] = []
     if node.overload:
         context.export.need(IR_FUNCTION_OVERLOAD)
@@ -387,6 +403,14 @@ def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
     if node.metadata_props:
         context.export.need(IR_METADATA_PROPS)
         fields.append(node_wire.metadata_field(node.metadata_props))
+    if attributes:
+        fields.append(_attribute_fields(node, context))
+    return b"".join(fields)
+
+
+def _attribute_fields(node: ir.Node, context: BodyContext) -> bytes:
+    """The encoded attributes of ``node``."""
+    fields: list[bytes] = []
     wire = context.export.wire
     for attr in node.attributes.values():
         key = None

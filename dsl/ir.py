@@ -16,10 +16,10 @@ from __future__ import annotations
 import enum
 import operator
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any, Union
+from itertools import chain, compress
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -49,6 +49,8 @@ __all__ = [
     "element_type_name",
     "subgraphs",
     "walk",
+    "holds_subgraphs",
+    "may_hold_subgraphs",
     "use_counts",
 ]
 
@@ -274,6 +276,12 @@ class Node:
     values never used (an optional output is omitted by giving it the name ``""``).
     ``callee`` points at the IR function when the node calls a model-local function, so
     back ends can collect callees transitively.
+
+    A front end may leave a node's attributes undecoded (:meth:`hold_unread_attributes`):
+    the first read of ``attributes`` decodes them, and until then ``unread_attributes``
+    is the key they are held under (equal keys decode to equal attributes), so a back end
+    writing many nodes encodes each distinct set once.  Attributes are held only when none
+    is a graph: such a node holds no subgraph.
     """
 
     op_type: str
@@ -289,6 +297,41 @@ class Node:
     # An exporter's stack traces and module names; None, not {}, when there are none
     # (most nodes: an empty dict each would cost 72 bytes a node).
     metadata_props: dict[str, str] | None = field(default=None, repr=False)
+    unread_attributes: Hashable | None = field(default=None, init=False, repr=False)
+    # (while attributes are held: what makes them from unread_attributes; the attributes slot is unset)
+    _decode_attributes: Callable[[Any], dict[str, Attr]] | None = field(default=None, init=False, repr=False)
+
+    if not TYPE_CHECKING:  # (hidden from mypy, which would take any misspelt attribute for a held one)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when normal lookup fails: for ``attributes``, while they are held
+            # (or on a node being built by copy, its slots not all set yet).
+            decode = self._decode_attributes if name == "attributes" else None
+            if decode is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            attributes = self.attributes = decode(self.unread_attributes)
+            self.unread_attributes = self._decode_attributes = None
+            return attributes
+
+    def hold_unread_attributes(self, key: Hashable, decode: Callable[[Any], dict[str, Attr]]) -> None:
+        """Hold the node's attributes undecoded: the first read of ``attributes`` makes
+        them with ``decode(key)``.
+
+        For a front end reading a large file whose attributes a pass may never look at
+        (a merge renames values, not attributes).  ``key`` must be hashable, equal keys
+        must decode to equal attributes, and none of them may be a graph.  Reading
+        ``attributes`` ends the hold; code that replaces them reads them first (passes
+        do: ``node.attributes = {...}`` on a node still holding its attributes would leave
+        ``unread_attributes`` naming the old ones, and a back end writing those).
+
+        >>> node = Node("Relu")
+        >>> node.hold_unread_attributes(("alpha",), lambda key: {})
+        >>> node.attributes, node.unread_attributes
+        ({}, None)
+        """
+        del self.attributes
+        self.unread_attributes = key
+        self._decode_attributes = decode
 
     def __repr__(self) -> str:
         ins = ", ".join("None" if v is None else f"%{v.name}" for v in self.inputs)
@@ -398,7 +441,11 @@ class Model:
 
 
 def subgraphs(node: Node) -> Iterator[Graph]:
-    """The graphs held by ``node``'s GRAPH and GRAPHS attributes (If branches, Loop bodies)."""
+    """The graphs held by ``node``'s GRAPH and GRAPHS attributes (If branches, Loop bodies).
+
+    Attributes held unread hold no graph: they are not decoded to tell."""
+    if node.unread_attributes is not None:
+        return
     for attr in node.attributes.values():
         if attr.value is None:
             continue
@@ -426,6 +473,8 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
             nodes = iter(current.nodes)
         for node in nodes:
             yield node, current
+            if node.unread_attributes is not None:
+                continue  # (held unread: no graph among them)
             for attr in node.attributes.values():
                 if attr.kind in _GRAPH_KINDS and attr.value is not None:
                     stack.append((current, nodes))
@@ -439,6 +488,7 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
 _GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
 _ATTRIBUTE_VALUES = operator.methodcaller("values")
 _ATTRIBUTE_DICT = operator.attrgetter("attributes")
+_UNREAD = operator.attrgetter("unread_attributes")
 _KIND = operator.attrgetter("kind")
 
 
@@ -453,10 +503,23 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
+    if any(map(_UNREAD, nodes)):  # (attributes held unread hold no graph: the others are looked at)
+        nodes = list(compress(nodes, map(operator.not_, map(_UNREAD, nodes))))
     if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
         return False
     kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
     return not kinds.isdisjoint(_GRAPH_KINDS)
+
+
+def may_hold_subgraphs(node: Node) -> bool:
+    """False where ``node`` surely holds no subgraph: it has no attribute, or holds its
+    attributes unread (never graphs; see :meth:`Node.hold_unread_attributes`), which this
+    does not decode.
+
+    >>> may_hold_subgraphs(Node("Relu"))
+    False
+    """
+    return node.unread_attributes is None and bool(node.attributes)
 
 
 def outer_values(graphs: list[Graph]) -> list[Value]:

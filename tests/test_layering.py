@@ -67,6 +67,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.markup": (2, "front end"),
     "converter.from_onnx": (2, "front end"),
     "converter.proto_values": (2, "front end"),
+    "converter.proto_attributes": (2, "front end"),
     "converter.opset_conversion": (2, "front end"),
     "dsl.passes": (2, "pass"),
     "converter.to_onnx": (2, "back end"),

@@ -147,6 +147,8 @@ class _Cutter:
         self.own_nodes = set(map(id, graph.nodes))
         self.initializers = {id(value) for value in graph.initializers}
         self.graph_inputs = {id(value) for value in graph.inputs}
+        # (asked once of the whole graph, in C: most hold no If/Loop/Scan, and then no node needs asking)
+        self.holds_subgraphs = ir.holds_subgraphs(graph.nodes)
 
     def lookup(self, names: Sequence[str], role: str) -> list[ir.Value]:
         unknown = [name for name in names if name not in self.by_name]
@@ -189,7 +191,7 @@ class _Cutter:
         """The main-graph values and nodes the outputs need, stopping at given inputs."""
         needed: set[ir.Value] = set()
         kept: set[int] = set()
-        own_nodes = self.own_nodes
+        own_nodes, holds_subgraphs = self.own_nodes, self.holds_subgraphs
         stack: list[ir.Value | None] = list(outputs)
         while stack:
             value = stack.pop()
@@ -201,7 +203,7 @@ class _Cutter:
                 continue
             kept.add(id(node))
             stack += node.inputs
-            if node.attributes:
+            if holds_subgraphs and ir.may_hold_subgraphs(node):
                 stack += self.outer_reads(node)
         return needed, [node for node in self.graph.nodes if id(node) in kept]
 
@@ -277,7 +279,7 @@ class _Cutter:
             defined = set(inputs).union(new.initializers, outputs)
             for node in kept:
                 defined.update(node.outputs)
-                if node.attributes:
+                if self.holds_subgraphs and ir.may_hold_subgraphs(node):
                     for sub in ir.subgraphs(node):
                         for inner in (sub, *(s for n, _ in ir.walk(sub) for s in ir.subgraphs(n))):
                             defined.update(inner.inputs)
