@@ -12,16 +12,17 @@ API, never through ``onnx.helper`` (about twice as slow).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import onnx
 
 from converter import node_wire
+from converter.output_schemas import SCHEMA_DOMAINS, output_is_optional
 from converter.value_encoding import (
     IR_FUNCTION_OVERLOAD,
     IR_METADATA_PROPS,
     Export,
+    emit_initializer,
     fill_metadata_props,
     fill_recorded_tensor,
     fill_sparse,
@@ -34,12 +35,9 @@ from dsl import ir
 from dsl.errors import ConversionError
 
 # The fill_*/emit_* writers, Export and BodyContext are converter.to_onnx's building blocks.
-__all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto"]
+__all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto", "SCHEMA_DOMAINS"]
 
 K = ir.AttrKind
-
-# Domains whose ops have schemas in onnx.defs (custom domains have none).
-SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
 
 
 class BodyContext:
@@ -92,7 +90,7 @@ class BodyContext:
 
     def define_output(self, value: ir.Value, node: ir.Node, index: int) -> str:
         # An unnamed optional output is omitted (""); an unnamed required one gets a name.
-        if not value.name and value not in self.names and _output_is_optional(node, index):
+        if not value.name and value not in self.names and output_is_optional(node, index):
             self.names[value] = ""
             return ""
         return self.define(value)
@@ -252,24 +250,6 @@ def _input_name(value: ir.Value, context: BodyContext, nodes: Any, initializers:
         # A constant the front end attached to the value without listing it as an initializer.
         emit_initializer(value.initializer, name, context, nodes, initializers)
     return name
-
-
-def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: Any, initializers: Any) -> None:
-    """An initializer named ``name``; in a FunctionProto (``initializers`` None) a Constant node."""
-    external = context.export.external
-    if external is not None and initializers is not None and external.takes(tensor.array, tensor.elem_type):
-        # Written from the array's own buffer: the weights are never copied into the proto.
-        context.export.elem_types.add(tensor.elem_type)
-        written = initializers.add(name=name, doc_string=tensor.doc_string)
-        external.fill(written, tensor.array, tensor.elem_type)
-        return
-    if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
-        node = nodes.add(op_type="Constant", output=[name])
-        attribute = node.attribute.add(name="value", type=int(K.TENSOR))
-        fill_recorded_tensor(attribute.t, tensor, context.export)
-        attribute.t.name = ""
-    else:
-        fill_recorded_tensor(initializers.add(), tensor, context.export, name)
 
 
 def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers: Any) -> None:
@@ -469,24 +449,6 @@ def _emit_node_proto(node: ir.Node, context: BodyContext, nodes: Any, initialize
         add_attribute = proto.attribute.add
         for attr in node.attributes.values():
             fill_attribute(add_attribute(), attr, context)
-
-
-def _output_is_optional(node: ir.Node, index: int) -> bool:
-    if node.callee is not None or node.domain not in SCHEMA_DOMAINS:
-        return False  # no schema says the output may be left out
-    return index in _optional_output_indices(node.op_type, node.domain)
-
-
-@functools.cache
-def _optional_output_indices(op_type: str, domain: str) -> frozenset[int]:
-    import onnx.defs
-
-    try:
-        schema = onnx.defs.get_schema(op_type, domain)
-    except onnx.defs.SchemaError:
-        return frozenset()
-    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
-    return frozenset(i for i, formal in enumerate(schema.outputs) if formal.option == optional)
 
 
 def fill_value_info(proto: onnx.ValueInfoProto, name: str, value: ir.Value, context: BodyContext) -> None:

@@ -22,10 +22,11 @@ from dsl.errors import ConversionError
 
 if TYPE_CHECKING:
     from converter.external_data import WeightsSink
+    from converter.onnx_encoding import BodyContext
 
 __all__ = ["Export", "tensor_to_proto", "type_to_proto", "fill_type", "fill_type_shared", "fill_sparse",
            "fill_metadata_props", "annotation_type", "is_complete", "has_elem_type", "fill_recorded_tensor",
-           "fill_tensor",
+           "fill_tensor", "emit_initializer",
            "IR_FUNCTION_OVERLOAD", "IR_METADATA_PROPS"]
 
 # Element types -> the IR version that introduced them (onnx.proto's IR version history).
@@ -208,6 +209,25 @@ def fill_recorded_tensor(proto: onnx.TensorProto, tensor: ir.Tensor, export: Exp
     """:func:`fill_tensor`, the element type recorded in ``export``."""
     export.elem_types.add(tensor.elem_type)
     fill_tensor(proto, tensor, name)
+
+
+def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: Any, initializers: Any) -> None:
+    """An initializer named ``name`` appended to ``initializers`` (a GraphProto's); in a
+    FunctionProto (``initializers`` None) a Constant node appended to ``nodes``."""
+    external = context.export.external
+    if external is not None and initializers is not None and external.takes(tensor.array, tensor.elem_type):
+        # Written from the array's own buffer: the weights are never copied into the proto.
+        context.export.elem_types.add(tensor.elem_type)
+        written = initializers.add(name=name, doc_string=tensor.doc_string)
+        external.fill(written, tensor.array, tensor.elem_type)
+        return
+    if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
+        node = nodes.add(op_type="Constant", output=[name])
+        attribute = node.attribute.add(name="value", type=int(ir.AttrKind.TENSOR))
+        fill_recorded_tensor(attribute.t, tensor, context.export)
+        attribute.t.name = ""
+    else:
+        fill_recorded_tensor(initializers.add(), tensor, context.export, name)
 
 
 def fill_sparse(proto: onnx.SparseTensorProto, sparse: ir.SparseTensor, export: Export) -> None:

@@ -73,6 +73,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "converter.to_onnx": (2, "back end"),
     "converter.onnx_encoding": (2, "back end"),
     "converter.node_wire": (2, "back end"),
+    "converter.output_schemas": (2, "back end"),
     "converter.value_encoding": (2, "back end"),
     "converter.inferred_types": (2, "back end"),
     "converter.python_source": (2, "back end"),

@@ -163,11 +163,11 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
     if len(own) != len(wanted) - unnamed:
         return _new_names_in_order(wanted, taken)
     # The usual case, the model's names distinct: a name clashes exactly when it is taken
-    # (one set intersection instead of a lookup a name; no union of the two sets built).
-    clashes = own & taken
-    if not clashes:
+    # (set operations instead of a lookup a name; no union of the two sets built, and no
+    # intersection either where none or all of them clash).
+    if own.isdisjoint(taken):
         return wanted
-    if len(clashes) == len(own):  # every name clashes (a model merged with a copy of itself)
+    if own <= taken:  # every name clashes (a model merged with a copy of itself)
         # (distinct, as their bases are; unnamed entries stay "", which no set of names holds)
         firsts = [name + "_1" if name else "" for name in wanted] if unnamed else list(
             map(str.__add__, wanted, repeat("_1")))
@@ -175,6 +175,7 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
             return firsts
         clashing: Any = [index for index, name in enumerate(wanted) if name] if unnamed else range(len(wanted))
     else:
+        clashes = own & taken
         clashing = [index for index, name in enumerate(wanted) if name in clashes]
         firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
         if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
