@@ -582,6 +582,13 @@ MUTATIONS = [
     Mutation("CS4", "asking a held node for its subgraphs decodes its attributes", "dsl/ir.py",
              "    if node.unread_attributes is not None:\n        return\n", "",
              ("tests/test_proto_attributes.py",)),
+    Mutation("CS5", "initializers encoded as bytes lose their doc strings", "converter/value_encoding.py",
+             "        if tensor.doc_string:\n            body += node_wire.string_field(_TENSOR_DOC_STRING",
+             "        if False:\n            body += node_wire.string_field(_TENSOR_DOC_STRING",
+             ("tests/test_value_encoding.py",)),
+    Mutation("CS6", "initializers encoded as bytes take the first shape written", "converter/value_encoding.py",
+             "        dims = shapes.get(array.shape)\n", "        dims = next(iter(shapes.values()), None)\n",
+             ("tests/test_value_encoding.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

@@ -23,6 +23,7 @@ from converter.value_encoding import (
     IR_METADATA_PROPS,
     Export,
     emit_initializer,
+    emit_initializers,
     fill_metadata_props,
     fill_recorded_tensor,
     fill_sparse,
@@ -468,10 +469,7 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     if graph.metadata_props:
         fill_metadata_props(proto, graph.metadata_props, context.export)
     emit_inputs(graph.inputs, context, proto)
-    for value in graph.initializers:
-        if value.initializer is None:
-            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
-        emit_initializer(value.initializer, context.define(value), context, proto.node, proto.initializer)
+    emit_initializers(graph.initializers, context, proto)
     for name, sparse in graph.sparse_initializers.items():
         # Nodes read a sparse initializer through a Value of the same name (named on first read).
         sparse_proto = proto.sparse_initializer.add()
