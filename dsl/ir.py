@@ -503,11 +503,13 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
-    if any(map(_UNREAD, nodes)):  # (attributes held unread hold no graph: the others are looked at)
-        nodes = list(compress(nodes, map(operator.not_, map(_UNREAD, nodes))))
-    if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
+    # One pass over the nodes: attributes held unread hold no graph, so only the others'
+    # are looked at, and only those that have any (a chain of Add/Relu has none at all).
+    read = compress(nodes, map(operator.not_, map(_UNREAD, nodes)))
+    attributes = list(filter(None, map(_ATTRIBUTE_DICT, read)))
+    if not attributes:
         return False
-    kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
+    kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, attributes))))
     return not kinds.isdisjoint(_GRAPH_KINDS)
 
 
