@@ -304,8 +304,7 @@ class Node:
     if not TYPE_CHECKING:  # (hidden from mypy, which would take any misspelt attribute for a held one)
 
         def __getattr__(self, name: str) -> Any:
-            # Only reached when normal lookup fails: for ``attributes``, while they are held
-            # (or on a node being built by copy, its slots not all set yet).
+            # (Reached when normal lookup fails: ``attributes`` while held, or a half-built copy.)
             decode = self._decode_attributes if name == "attributes" else None
             if decode is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -503,8 +502,7 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
-    # One pass over the nodes: attributes held unread hold no graph, so only the others'
-    # are looked at, and only those that have any (a chain of Add/Relu has none at all).
+    # One pass: held attributes hold no graph; of the others only non-empty ones are looked at.
     read = compress(nodes, map(operator.not_, map(_UNREAD, nodes)))
     attributes = list(filter(None, map(_ATTRIBUTE_DICT, read)))
     if not attributes:
@@ -514,9 +512,8 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
 
 
 def may_hold_subgraphs(node: Node) -> bool:
-    """False where ``node`` surely holds no subgraph: it has no attribute, or holds its
-    attributes unread (never graphs; see :meth:`Node.hold_unread_attributes`), which this
-    does not decode.
+    """False where ``node`` surely holds no subgraph: it has no attribute, or holds them
+    unread (never graphs: :meth:`Node.hold_unread_attributes`; not decoded to tell).
 
     >>> may_hold_subgraphs(Node("Relu"))
     False
