@@ -18,7 +18,7 @@ import operator
 import typing
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -277,11 +277,7 @@ class Node:
     ``callee`` points at the IR function when the node calls a model-local function, so
     back ends can collect callees transitively.
 
-    A front end may leave a node's attributes undecoded (:meth:`hold_unread_attributes`):
-    the first read of ``attributes`` decodes them, and until then ``unread_attributes``
-    is the key they are held under (equal keys decode to equal attributes), so a back end
-    writing many nodes encodes each distinct set once.  Attributes are held only when none
-    is a graph: such a node holds no subgraph.
+    ``unread_attributes``: see :meth:`hold_unread_attributes` (a held node has no subgraph).
     """
 
     op_type: str
@@ -301,27 +297,13 @@ class Node:
     # (while attributes are held: what makes them from unread_attributes; the attributes slot is unset)
     _decode_attributes: Callable[[Any], dict[str, Attr]] | None = field(default=None, init=False, repr=False)
 
-    if not TYPE_CHECKING:  # (hidden from mypy, which would take any misspelt attribute for a held one)
-
-        def __getattr__(self, name: str) -> Any:
-            # (Reached when normal lookup fails: ``attributes`` while held, or a half-built copy.)
-            decode = self._decode_attributes if name == "attributes" else None
-            if decode is None:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            attributes = self.attributes = decode(self.unread_attributes)
-            self.unread_attributes = self._decode_attributes = None
-            return attributes
-
     def hold_unread_attributes(self, key: Hashable, decode: Callable[[Any], dict[str, Attr]]) -> None:
-        """Hold the node's attributes undecoded: the first read of ``attributes`` makes
-        them with ``decode(key)``.
-
-        For a front end reading a large file whose attributes a pass may never look at
-        (a merge renames values, not attributes).  ``key`` must be hashable, equal keys
-        must decode to equal attributes, and none of them may be a graph.  Reading
-        ``attributes`` ends the hold; code that replaces them reads them first (passes
-        do: ``node.attributes = {...}`` on a node still holding its attributes would leave
-        ``unread_attributes`` naming the old ones, and a back end writing those).
+        """Hold the attributes undecoded: the first read of ``attributes`` makes them with
+        ``decode(key)``; until then ``unread_attributes`` is ``key``, so a back end writing
+        many nodes encodes each distinct set once.  For a front end reading a file whose
+        attributes a pass may never look at (a merge renames values, not attributes):
+        equal keys must decode to equal attributes, none of them a graph.  Code replacing
+        the attributes reads them first (an assignment alone would leave the key of the old).
 
         >>> node = Node("Relu")
         >>> node.hold_unread_attributes(("alpha",), lambda key: {})
@@ -331,6 +313,7 @@ class Node:
         del self.attributes
         self.unread_attributes = key
         self._decode_attributes = decode
+        self.__class__ = _HeldNode
 
     def __repr__(self) -> str:
         ins = ", ".join("None" if v is None else f"%{v.name}" for v in self.inputs)
@@ -338,6 +321,24 @@ class Node:
         op = f"{self.domain}::{self.op_type}" if self.domain else self.op_type
         attrs = "".join(f", {a!r}" for a in self.attributes.values())
         return f"{outs} = {op}({ins}{attrs})"
+
+
+class _HeldNode(Node):
+    """A Node holding its attributes unread until their first read, which makes it a Node
+    again (only these pay for ``__getattr__``, which slows every attribute read)."""
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # (hidden from mypy, which would take any misspelt attribute for a held one)
+
+        def __getattr__(self, name: str) -> Any:
+            decode = self._decode_attributes if name == "attributes" else None  # (or a half-built copy)
+            if decode is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            attributes = self.attributes = decode(self.unread_attributes)
+            self.unread_attributes = self._decode_attributes = None
+            self.__class__ = Node
+            return attributes
 
 
 @dataclass(slots=True, eq=False)
@@ -502,12 +503,11 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
-    # One pass: held attributes hold no graph; of the others only non-empty ones are looked at.
-    read = compress(nodes, map(operator.not_, map(_UNREAD, nodes)))
-    attributes = list(filter(None, map(_ATTRIBUTE_DICT, read)))
-    if not attributes:
+    if _HeldNode in map(type, nodes):  # (attributes held unread hold no graph, and are not decoded)
+        nodes = list(compress(nodes, map(operator.is_not, map(type, nodes), repeat(_HeldNode))))
+    if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
         return False
-    kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, attributes))))
+    kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
     return not kinds.isdisjoint(_GRAPH_KINDS)
 
 
