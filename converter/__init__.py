@@ -287,7 +287,9 @@ def _aligned_and_combined(models: list[tuple[Any, str]], combine: Any) -> onnx.M
         for proto, source in protos
     ]
     with collection_paused():  # reading, the passes and the writer build many small objects
-        return model_to_proto(combine(*(model_from_proto(proto, source=source) for proto, source in aligned)))
+        # (attributes held unread: the passes rewire values, the writer encodes each distinct set once)
+        read = [model_from_proto(proto, source=source, hold_attributes=True) for proto, source in aligned]
+        return model_to_proto(combine(*read))
 
 
 def _model_proto(model: Any, source: str) -> tuple[Any, str]:
@@ -355,10 +357,10 @@ def _read_for_cut(
     if outputs is not None and inputs is None and last_layers is None and all(isinstance(n, str) for n in outputs):
         # (inputs and last_layers are checked against the whole graph: read it whole then)
         try:
-            return model_from_proto(proto, source=source, until=outputs)
+            return model_from_proto(proto, source=source, until=outputs, hold_attributes=True)
         except ModelLoadError:
             pass
-    return model_from_proto(proto, source=source)
+    return model_from_proto(proto, source=source, hold_attributes=True)
 
 
 def _with_inferred_types(proto: Any) -> Any:

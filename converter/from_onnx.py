@@ -34,7 +34,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from converter.proto_values import ProtoValueReader, text
+from converter.proto_attributes import PLAIN_KINDS, ProtoAttributeReader
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
@@ -45,9 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["load_model", "from_proto", "model_from_proto", "function_from_proto", "graph_from_proto"]
 
 _UNSEEN: Any = object()
-_PLAIN_ATTRIBUTE_BYTES = 256  # serialized attributes up to this size are remembered (see _Reader.remember_plain)
-_PLAIN_KINDS = frozenset((1, 2, 4, 7))  # FLOAT, INT, TENSOR, INTS: what _Reader._nodes may remember
-_ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
+_LISTS = (ir.AttrKind.INTS, ir.AttrKind.FLOATS, ir.AttrKind.STRINGS)
 _LOAD_HINT = "check that the file is a complete ONNX model (re-export or re-download it)"
 
 FunctionKey = tuple[str, str, str]
@@ -120,7 +118,8 @@ def from_proto(proto: Any) -> ir.Model | ir.Function | ir.Graph:
 
 
 def model_from_proto(
-    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None, until: Iterable[str] | None = None
+    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None, until: Iterable[str] | None = None,
+    hold_attributes: bool = False,
 ) -> ir.Model:
     """Convert a ModelProto: its graph, its model-local functions and its metadata.
 
@@ -133,15 +132,20 @@ def model_from_proto(
     reads that much.  The nodes after are neither read nor checked, and graph outputs and
     value_info entries naming values they define are left out.  A node read that takes a
     value only defined further down (an unsorted graph) raises ModelLoadError as an
-    undefined read: read again without ``until``."""
+    undefined read: read again without ``until``.
+
+    ``hold_attributes=True`` leaves the attributes of most nodes undecoded until something
+    reads them (see :mod:`converter.proto_attributes`): for a caller that rewires the model
+    and writes it back, which then encodes each distinct set of attributes once."""
     with collection_paused():
-        return _model_from_proto(proto, source, folder, until)
+        return _model_from_proto(proto, source, folder, until, hold_attributes)
 
 
 def _model_from_proto(
-    proto: onnx.ModelProto, source: str, folder: str | None = None, until: Iterable[str] | None = None
+    proto: onnx.ModelProto, source: str, folder: str | None = None, until: Iterable[str] | None = None,
+    hold_attributes: bool = False,
 ) -> ir.Model:
-    reader = _Reader(source, folder)
+    reader = _Reader(source, folder, hold_attributes)
     reader.until = None if until is None else set(until)
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
@@ -200,17 +204,14 @@ class _Scope:
         return None
 
 
-class _Reader(ProtoValueReader):
+class _Reader(ProtoAttributeReader):
     """One conversion: the function table, and the file name for error messages."""
 
-    def __init__(self, source: str, folder: str | None = None) -> None:
-        super().__init__(source, folder)
+    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False) -> None:
+        super().__init__(source, folder, hold_attributes)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.until: set[str] | None = None  # the main graph's: see model_from_proto
-        # serialized AttributeProto (INT, INTS, FLOAT, tiny TENSOR) -> (name, kind, value,
-        # doc string); a TENSOR's value is its Tensor fields (see remember_plain())
-        self.plain_attributes: dict[bytes, tuple[str, ir.AttrKind, Any, str]] = {}
 
     # ------------------------------------------------------------------ functions
 
@@ -363,8 +364,10 @@ class _Reader(ProtoValueReader):
         get: Callable[[str], ir.Value | None] = values.get
         if "" in values:  # (a malformed input named ""; "" as a node input means "omitted")
             get = functools.partial(_bound_unless_omitted, values)
-        Node, Value, Attr, INTS, TENSOR = ir.Node, ir.Value, ir.Attr, ir.AttrKind.INTS, ir.AttrKind.TENSOR
+        Node, Value, Attr, TENSOR = ir.Node, ir.Value, ir.Attr, ir.AttrKind.TENSOR
         attribute, plain_attributes, remember_plain = self.attribute, self.plain_attributes, self.remember_plain
+        hold, holdable, learn_held, decode_held = self.hold_attributes, self.holdable, self.learn_held, self.decode_held
+        serialized = _serialized_attribute()
         Tensor = ir.Tensor
         functions = self.functions
         for node_proto in node_protos:
@@ -390,10 +393,16 @@ class _Reader(ProtoValueReader):
                 if name and setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
                     raise self._defined_twice(name, node_proto, where)
             attribute_field = node_proto.attribute
+            if attribute_field and hold:
+                # (held unread where every attribute may be: see converter.proto_attributes)
+                keys = tuple(map(serialized, attribute_field))
+                if keys in holdable or learn_held(keys, attribute_field, scope):
+                    node.hold_unread_attributes(keys, decode_held)
+                    attribute_field = ()
             if attribute_field:
                 attrs = node.attributes
                 for attribute_proto in attribute_field[:]:
-                    if attribute_proto.type in _PLAIN_KINDS:
+                    if attribute_proto.type in PLAIN_KINDS:
                         # Models repeat a few attribute values (Conv's pads, epsilon, the
                         # ConstantOfShape value): the whole serialized attribute is the key,
                         # so its name, kind, doc string and ref_attr_name are read once.
@@ -401,7 +410,7 @@ class _Reader(ProtoValueReader):
                         seen_attribute = plain_attributes.get(key)
                         if seen_attribute is not None:
                             name, kind, attr_value, doc_string = seen_attribute
-                            if kind is INTS:
+                            if kind in _LISTS:
                                 attr_value = attr_value[:]  # (each node its own list)
                             elif kind is TENSOR:
                                 attr_value = Tensor(*attr_value)  # (each node its own Tensor; the array is read-only)
@@ -461,76 +470,12 @@ class _Reader(ProtoValueReader):
             )
         return found
 
-    # ----------------------------------------------------------------- attributes
 
-    def attribute(
-        self, proto: onnx.AttributeProto, scope: _Scope, subgraphs: list[tuple[ir.Attr, Any]] | None = None
-    ) -> ir.Attr:
-        """The IR attribute; with ``subgraphs``, graph values are left to the caller: the
-        Attr (value ``None`` for now) and its proto are appended there."""
-        type_number = proto.type
-        kind = _ATTR_KINDS.get(type_number) if type_number else _guess_kind(proto)
-        if kind is None:
-            raise ModelLoadError(
-                f"{self.source}: attribute {proto.name!r} has unknown type {type_number}",
-                hint="the model is malformed or newer than this onnx; run onnx.checker.check_model on it",
-            )
-        if proto.ref_attr_name:
-            return ir.Attr(proto.name, kind, None, ref_attr_name=proto.ref_attr_name, doc_string=proto.doc_string)
-        value: Any
-        # Dispatch on the plain int (enum attribute lookups cost more), most frequent kinds
-        # first; protobuf already hands out Python ints, floats and (sliced) lists.
-        number = type_number or int(kind)
-        if number == 7:  # INTS
-            value = proto.ints[:]
-        elif number == 2:  # INT
-            value = proto.i
-        elif number == 1:  # FLOAT
-            value = proto.f
-        elif number == 4:  # TENSOR
-            value = self.attribute_tensor(proto.t)
-        elif number == 3:  # STRING
-            value = text(proto.s)
-        elif number == 5 or number == 10:  # GRAPH, GRAPHS
-            if subgraphs is not None:
-                attr = ir.Attr(proto.name, kind, None, None, proto.doc_string)
-                subgraphs.append((attr, proto))
-                return attr
-            value = self.graph(proto.g, scope) if number == 5 else [self.graph(g, scope) for g in proto.graphs]
-        elif number == 6:  # FLOATS
-            value = proto.floats[:]
-        elif number == 11:  # SPARSE_TENSOR
-            value = self.sparse_tensor(proto.sparse_tensor)
-        elif number == 13:  # TYPE_PROTO
-            value = self.type(proto.tp)
-        elif number == 8:  # STRINGS
-            value = [text(s) for s in proto.strings]
-        elif number == 9:  # TENSORS
-            value = [self.tensor(t) for t in proto.tensors]
-        elif number == 12:  # SPARSE_TENSORS
-            value = [self.sparse_tensor(s) for s in proto.sparse_tensors]
-        elif number == 14:  # TYPE_PROTOS
-            value = [self.type(t) for t in proto.type_protos]
-        else:
-            raise ModelLoadError(
-                f"{self.source}: attribute {proto.name!r} has no value (kind {kind.name})",
-                hint="the model is malformed; run onnx.checker.check_model on it",
-            )
-        return ir.Attr(proto.name, kind, value, None, proto.doc_string)
+@functools.cache
+def _serialized_attribute() -> Callable[[Any], bytes]:
+    import onnx
 
-    def remember_plain(self, key: bytes, attr: ir.Attr) -> None:
-        """Keep what :meth:`_nodes` needs to make ``attr`` again from its serialized ``key``:
-        small values only, and a tensor only when its array is the shared read-only one."""
-        if attr.ref_attr_name is not None or len(key) > _PLAIN_ATTRIBUTE_BYTES:
-            return
-        value = attr.value
-        if attr.kind == ir.AttrKind.TENSOR:
-            if value.array.flags.writeable:  # (not one of attribute_tensor()'s shared arrays)
-                return
-            value = (value.array, value.elem_type, value.name, value.doc_string)
-        elif attr.kind == ir.AttrKind.INTS:
-            value = list(value)  # (a private copy: the first node's list is its own)
-        self.plain_attributes[key] = (attr.name, attr.kind, value, attr.doc_string)
+    return onnx.AttributeProto.SerializeToString
 
 
 def _bound_unless_omitted(values: dict[str, ir.Value], name: str) -> ir.Value | None:
@@ -544,29 +489,6 @@ def _describe_node(proto: Any) -> str:
 
 def _describe_input(proto: Any, where: str) -> str:
     return f"input of {_describe_node(proto)} in {where}"
-
-
-def _guess_kind(proto: Any) -> ir.AttrKind:
-    """Attributes written before the ``type`` field existed: the set field says the kind."""
-    K = ir.AttrKind
-    for field_name, kind in (
-        ("floats", K.FLOATS), ("ints", K.INTS), ("strings", K.STRINGS), ("tensors", K.TENSORS),
-        ("graphs", K.GRAPHS), ("sparse_tensors", K.SPARSE_TENSORS), ("type_protos", K.TYPE_PROTOS),
-    ):
-        if len(getattr(proto, field_name)):
-            return kind
-    for field_name, kind in (
-        ("t", K.TENSOR), ("g", K.GRAPH), ("sparse_tensor", K.SPARSE_TENSOR), ("tp", K.TYPE_PROTO),
-    ):
-        if proto.HasField(field_name):
-            return kind
-    if proto.HasField("s"):
-        return K.STRING
-    if proto.HasField("f"):
-        return K.FLOAT
-    if proto.HasField("i"):
-        return K.INT
-    return K.UNDEFINED
 
 
 def _referenced_kinds(graph: ir.Graph) -> dict[str, ir.AttrKind]:

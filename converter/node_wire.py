@@ -120,7 +120,7 @@ class WireCache:
     A model spells a few op types, types and attribute values over and over; each is
     encoded once per export.  ``clear()`` empties it; ``size`` counts the entries."""
 
-    __slots__ = ("attributes", "domains", "op_types", "types")
+    __slots__ = ("attributes", "domains", "held_attributes", "op_types", "shapes", "types")
 
     def __init__(self) -> None:
         self.op_types: dict[str, bytes] = {}
@@ -130,6 +130,10 @@ class WireCache:
         # (name, kind, value as a hashable) -> the whole attribute field of a node; small
         # tensors under their tensor_attribute_key
         self.attributes: dict[tuple[Any, ...], bytes] = {}
+        # a node's unread_attributes key -> its encoded attributes (equal keys, equal attributes)
+        self.held_attributes: dict[Any, bytes] = {}
+        # an initializer's shape -> its encoded TensorProto.dims
+        self.shapes: dict[tuple[int, ...], bytes] = {}
 
     def op_type_field(self, op_type: str) -> bytes:
         found = self.op_types.get(op_type)
@@ -145,13 +149,16 @@ class WireCache:
 
     @property
     def size(self) -> int:
-        return len(self.op_types) + len(self.domains) + len(self.attributes) + len(self.types)
+        return (len(self.op_types) + len(self.domains) + len(self.attributes) + len(self.types)
+                + len(self.held_attributes) + len(self.shapes))
 
     def clear(self) -> None:
         self.op_types.clear()
         self.domains.clear()
         self.attributes.clear()
         self.types.clear()
+        self.held_attributes.clear()
+        self.shapes.clear()
 
 
 def plain_attribute_field(attr: ir.Attr, cache: WireCache) -> bytes | None:

@@ -12,16 +12,18 @@ API, never through ``onnx.helper`` (about twice as slow).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import onnx
 
 from converter import node_wire
+from converter.output_schemas import SCHEMA_DOMAINS, output_is_optional
 from converter.value_encoding import (
     IR_FUNCTION_OVERLOAD,
     IR_METADATA_PROPS,
     Export,
+    emit_initializer,
+    emit_initializers,
     fill_metadata_props,
     fill_recorded_tensor,
     fill_sparse,
@@ -34,12 +36,9 @@ from dsl import ir
 from dsl.errors import ConversionError
 
 # The fill_*/emit_* writers, Export and BodyContext are converter.to_onnx's building blocks.
-__all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto"]
+__all__ = ["tensor_to_proto", "type_to_proto", "attribute_to_proto", "graph_to_proto", "SCHEMA_DOMAINS"]
 
 K = ir.AttrKind
-
-# Domains whose ops have schemas in onnx.defs (custom domains have none).
-SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
 
 
 class BodyContext:
@@ -92,7 +91,7 @@ class BodyContext:
 
     def define_output(self, value: ir.Value, node: ir.Node, index: int) -> str:
         # An unnamed optional output is omitted (""); an unnamed required one gets a name.
-        if not value.name and value not in self.names and _output_is_optional(node, index):
+        if not value.name and value not in self.names and output_is_optional(node, index):
             self.names[value] = ""
             return ""
         return self.define(value)
@@ -254,24 +253,6 @@ def _input_name(value: ir.Value, context: BodyContext, nodes: Any, initializers:
     return name
 
 
-def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: Any, initializers: Any) -> None:
-    """An initializer named ``name``; in a FunctionProto (``initializers`` None) a Constant node."""
-    external = context.export.external
-    if external is not None and initializers is not None and external.takes(tensor.array, tensor.elem_type):
-        # Written from the array's own buffer: the weights are never copied into the proto.
-        context.export.elem_types.add(tensor.elem_type)
-        written = initializers.add(name=name, doc_string=tensor.doc_string)
-        external.fill(written, tensor.array, tensor.elem_type)
-        return
-    if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
-        node = nodes.add(op_type="Constant", output=[name])
-        attribute = node.attribute.add(name="value", type=int(K.TENSOR))
-        fill_recorded_tensor(attribute.t, tensor, context.export)
-        attribute.t.name = ""
-    else:
-        fill_recorded_tensor(initializers.add(), tensor, context.export, name)
-
-
 def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers: Any) -> None:
     """Append each of ``graph_nodes`` to the nodes of ``parent`` (a GraphProto or
     FunctionProto), in order, naming its inputs and outputs.
@@ -284,6 +265,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
     reads = context.read_fields
     read_field = reads.get
     cache = context.export.wire
+    held_fields = cache.held_attributes.get
     op_type_field, domain_field, op_type_fields = cache.op_type_field, cache.domain_field, cache.op_types
     node_tag = node_wire.FUNCTION_NODE if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_NODE
     OUTPUT, INPUT, NAME = node_wire.NODE_OUTPUT, node_wire.NODE_INPUT, node_wire.NODE_NAME
@@ -326,7 +308,13 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
             if name:
                 raw = name.encode("utf-8")
                 parts.append(NAME + (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw)
-            if node.overload or node.doc_string or node.metadata_props or node.attributes:
+            held = node.unread_attributes
+            if held is not None:
+                # (read from a file and not looked at since: each distinct set is encoded once)
+                parts.append(held_fields(held) or _held_attribute_fields(node, context))
+                if node.overload or node.doc_string or node.metadata_props:
+                    parts.append(_rare_fields(node, context, False))
+            elif node.overload or node.doc_string or node.metadata_props or node.attributes:
                 parts.append(_rare_fields(node, context))
         except (_NeedsProto, UnicodeEncodeError):
             if pending:
@@ -376,8 +364,17 @@ def _input_fields(node: ir.Node, context: BodyContext, nodes: Any, initializers:
     return fields
 
 
-def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
-    """The encoded overload, doc string, metadata and attributes of ``node``."""
+def _held_attribute_fields(node: ir.Node, context: BodyContext) -> bytes:
+    """The encoded attributes of a node that holds them unread, the first time the export
+    meets their key (kept in ``export.wire.held_attributes`` for the next)."""
+    key = node.unread_attributes
+    encoded = _attribute_fields(node, context)  # (decodes them)
+    context.export.wire.held_attributes[key] = encoded
+    return encoded
+
+
+def _rare_fields(node: ir.Node, context: BodyContext, attributes: bool = True) -> bytes:
+    """The encoded overload, doc string, metadata and (``attributes``) attributes of ``node``."""
     fields: list[bytes] = []
     if node.overload:
         context.export.need(IR_FUNCTION_OVERLOAD)
@@ -387,6 +384,14 @@ def _rare_fields(node: ir.Node, context: BodyContext) -> bytes:
     if node.metadata_props:
         context.export.need(IR_METADATA_PROPS)
         fields.append(node_wire.metadata_field(node.metadata_props))
+    if attributes:
+        fields.append(_attribute_fields(node, context))
+    return b"".join(fields)
+
+
+def _attribute_fields(node: ir.Node, context: BodyContext) -> bytes:
+    """The encoded attributes of ``node``."""
+    fields: list[bytes] = []
     wire = context.export.wire
     for attr in node.attributes.values():
         key = None
@@ -447,24 +452,6 @@ def _emit_node_proto(node: ir.Node, context: BodyContext, nodes: Any, initialize
             fill_attribute(add_attribute(), attr, context)
 
 
-def _output_is_optional(node: ir.Node, index: int) -> bool:
-    if node.callee is not None or node.domain not in SCHEMA_DOMAINS:
-        return False  # no schema says the output may be left out
-    return index in _optional_output_indices(node.op_type, node.domain)
-
-
-@functools.cache
-def _optional_output_indices(op_type: str, domain: str) -> frozenset[int]:
-    import onnx.defs
-
-    try:
-        schema = onnx.defs.get_schema(op_type, domain)
-    except onnx.defs.SchemaError:
-        return frozenset()
-    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
-    return frozenset(i for i, formal in enumerate(schema.outputs) if formal.option == optional)
-
-
 def fill_value_info(proto: onnx.ValueInfoProto, name: str, value: ir.Value, context: BodyContext) -> None:
     """Write ``value``'s name, type and doc string into ``proto``."""
     proto.name = name
@@ -482,10 +469,7 @@ def fill_graph(proto: onnx.GraphProto, graph: ir.Graph, context: BodyContext) ->
     if graph.metadata_props:
         fill_metadata_props(proto, graph.metadata_props, context.export)
     emit_inputs(graph.inputs, context, proto)
-    for value in graph.initializers:
-        if value.initializer is None:
-            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
-        emit_initializer(value.initializer, context.define(value), context, proto.node, proto.initializer)
+    emit_initializers(graph.initializers, context, proto)
     for name, sparse in graph.sparse_initializers.items():
         # Nodes read a sparse initializer through a Value of the same name (named on first read).
         sparse_proto = proto.sparse_initializer.add()

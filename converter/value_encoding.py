@@ -22,10 +22,11 @@ from dsl.errors import ConversionError
 
 if TYPE_CHECKING:
     from converter.external_data import WeightsSink
+    from converter.onnx_encoding import BodyContext
 
 __all__ = ["Export", "tensor_to_proto", "type_to_proto", "fill_type", "fill_type_shared", "fill_sparse",
            "fill_metadata_props", "annotation_type", "is_complete", "has_elem_type", "fill_recorded_tensor",
-           "fill_tensor",
+           "fill_tensor", "emit_initializer", "emit_initializers",
            "IR_FUNCTION_OVERLOAD", "IR_METADATA_PROPS"]
 
 # Element types -> the IR version that introduced them (onnx.proto's IR version history).
@@ -208,6 +209,79 @@ def fill_recorded_tensor(proto: onnx.TensorProto, tensor: ir.Tensor, export: Exp
     """:func:`fill_tensor`, the element type recorded in ``export``."""
     export.elem_types.add(tensor.elem_type)
     fill_tensor(proto, tensor, name)
+
+
+def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: Any, initializers: Any) -> None:
+    """An initializer named ``name`` appended to ``initializers`` (a GraphProto's); in a
+    FunctionProto (``initializers`` None) a Constant node appended to ``nodes``."""
+    external = context.export.external
+    if external is not None and initializers is not None and external.takes(tensor.array, tensor.elem_type):
+        # Written from the array's own buffer: the weights are never copied into the proto.
+        context.export.elem_types.add(tensor.elem_type)
+        written = initializers.add(name=name, doc_string=tensor.doc_string)
+        external.fill(written, tensor.array, tensor.elem_type)
+        return
+    if initializers is None:  # FunctionProtos have no initializers: a Constant node holds the data
+        node = nodes.add(op_type="Constant", output=[name])
+        attribute = node.attribute.add(name="value", type=int(ir.AttrKind.TENSOR))
+        fill_recorded_tensor(attribute.t, tensor, context.export)
+        attribute.t.name = ""
+    else:
+        fill_recorded_tensor(initializers.add(), tensor, context.export, name)
+
+
+def emit_initializers(values: list[ir.Value], context: BodyContext, parent: onnx.GraphProto) -> None:
+    """The initializers of ``values`` (named on first sight) appended to ``parent``: small
+    plain ones encoded as wire-format bytes and merged in one call (an IR-3 model lists
+    hundreds of small weights), the others through :func:`emit_initializer`."""
+    export, define = context.export, context.define
+    shapes, elem_types, recorded = export.wire.shapes, _RAW_TYPE_FIELDS, export.elem_types
+    tag, length_prefix = _GRAPH_INITIALIZER, node_wire.length_prefix
+    entries: list[bytes] = []
+    for value in values:
+        tensor = value.initializer
+        if tensor is None:
+            raise ConversionError(f"initializer {value.name!r} has no data", value.location)
+        name = define(value)
+        array = tensor.array
+        elem_type = tensor.elem_type
+        data_type = elem_types.get(elem_type)
+        if (data_type is None or type(array) is not np.ndarray or array.dtype != data_type[0]
+                or array.nbytes > _WIRE_TENSOR_BYTES or export.external is not None):
+            if entries:
+                parent.MergeFromString(b"".join(entries))
+                entries.clear()
+            emit_initializer(tensor, name, context, parent.node, parent.initializer)
+            continue
+        recorded.add(elem_type)
+        dims = shapes.get(array.shape)
+        if dims is None:  # (a size is a varint, as a length is)
+            dims = shapes[array.shape] = b"".join(_TENSOR_DIM + node_wire.length_prefix(size) for size in array.shape)
+        # (what fill_tensor writes: dims, name if any, raw_data, data_type, doc string if any)
+        body = dims + data_type[1] + node_wire.string_field(_TENSOR_RAW_DATA, array.tobytes())
+        if name:
+            body += node_wire.string_field(_TENSOR_NAME, name)
+        if tensor.doc_string:
+            body += node_wire.string_field(_TENSOR_DOC_STRING, tensor.doc_string)
+        entries.append(tag + length_prefix(len(body)) + body)
+    if entries:
+        parent.MergeFromString(b"".join(entries))
+
+
+_WIRE_TENSOR_BYTES = 1 << 16  # (larger weights are copied once less through the protobuf API)
+_GRAPH_INITIALIZER = node_wire.tag_of(onnx.GraphProto, "initializer")
+_TENSOR_DIM = node_wire.tag_of(onnx.TensorProto, "dims", 0)
+_TENSOR_NAME = node_wire.tag_of(onnx.TensorProto, "name")
+_TENSOR_RAW_DATA = node_wire.tag_of(onnx.TensorProto, "raw_data")
+_TENSOR_DOC_STRING = node_wire.tag_of(onnx.TensorProto, "doc_string")
+
+
+# element type -> (its numpy dtype, the encoded TensorProto.data_type), for the types whose
+# raw_data is the array's own bytes
+_RAW_TYPE_FIELDS = {
+    elem: (types.numpy_dtype(elem), node_wire.tag_of(onnx.TensorProto, "data_type", 0) + node_wire.length_prefix(elem))
+    for elem in _RAW_ELEM_TYPES
+}
 
 
 def fill_sparse(proto: onnx.SparseTensorProto, sparse: ir.SparseTensor, export: Export) -> None:

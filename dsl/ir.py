@@ -16,10 +16,10 @@ from __future__ import annotations
 import enum
 import operator
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any, Union
+from itertools import chain, compress, repeat
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -49,6 +49,8 @@ __all__ = [
     "element_type_name",
     "subgraphs",
     "walk",
+    "holds_subgraphs",
+    "may_hold_subgraphs",
     "use_counts",
 ]
 
@@ -274,6 +276,8 @@ class Node:
     values never used (an optional output is omitted by giving it the name ``""``).
     ``callee`` points at the IR function when the node calls a model-local function, so
     back ends can collect callees transitively.
+
+    ``unread_attributes``: see :meth:`hold_unread_attributes` (a held node has no subgraph).
     """
 
     op_type: str
@@ -289,6 +293,27 @@ class Node:
     # An exporter's stack traces and module names; None, not {}, when there are none
     # (most nodes: an empty dict each would cost 72 bytes a node).
     metadata_props: dict[str, str] | None = field(default=None, repr=False)
+    unread_attributes: Hashable | None = field(default=None, init=False, repr=False)
+    # (while attributes are held: what makes them from unread_attributes; the attributes slot is unset)
+    _decode_attributes: Callable[[Any], dict[str, Attr]] | None = field(default=None, init=False, repr=False)
+
+    def hold_unread_attributes(self, key: Hashable, decode: Callable[[Any], dict[str, Attr]]) -> None:
+        """Hold the attributes undecoded: the first read of ``attributes`` makes them with
+        ``decode(key)``; until then ``unread_attributes`` is ``key``, so a back end writing
+        many nodes encodes each distinct set once.  For a front end reading a file whose
+        attributes a pass may never look at (a merge renames values, not attributes):
+        equal keys must decode to equal attributes, none of them a graph.  Code replacing
+        the attributes reads them first (an assignment alone would leave the key of the old).
+
+        >>> node = Node("Relu")
+        >>> node.hold_unread_attributes(("alpha",), lambda key: {})
+        >>> node.attributes, node.unread_attributes
+        ({}, None)
+        """
+        del self.attributes
+        self.unread_attributes = key
+        self._decode_attributes = decode
+        self.__class__ = _HeldNode
 
     def __repr__(self) -> str:
         ins = ", ".join("None" if v is None else f"%{v.name}" for v in self.inputs)
@@ -296,6 +321,24 @@ class Node:
         op = f"{self.domain}::{self.op_type}" if self.domain else self.op_type
         attrs = "".join(f", {a!r}" for a in self.attributes.values())
         return f"{outs} = {op}({ins}{attrs})"
+
+
+class _HeldNode(Node):
+    """A Node holding its attributes unread until their first read, which makes it a Node
+    again (only these pay for ``__getattr__``, which slows every attribute read)."""
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # (hidden from mypy, which would take any misspelt attribute for a held one)
+
+        def __getattr__(self, name: str) -> Any:
+            decode = self._decode_attributes if name == "attributes" else None  # (or a half-built copy)
+            if decode is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            attributes = self.attributes = decode(self.unread_attributes)
+            self.unread_attributes = self._decode_attributes = None
+            self.__class__ = Node
+            return attributes
 
 
 @dataclass(slots=True, eq=False)
@@ -398,7 +441,11 @@ class Model:
 
 
 def subgraphs(node: Node) -> Iterator[Graph]:
-    """The graphs held by ``node``'s GRAPH and GRAPHS attributes (If branches, Loop bodies)."""
+    """The graphs held by ``node``'s GRAPH and GRAPHS attributes (If branches, Loop bodies).
+
+    Attributes held unread hold no graph: they are not decoded to tell."""
+    if node.unread_attributes is not None:
+        return
     for attr in node.attributes.values():
         if attr.value is None:
             continue
@@ -426,6 +473,8 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
             nodes = iter(current.nodes)
         for node in nodes:
             yield node, current
+            if node.unread_attributes is not None:
+                continue  # (held unread: no graph among them)
             for attr in node.attributes.values():
                 if attr.kind in _GRAPH_KINDS and attr.value is not None:
                     stack.append((current, nodes))
@@ -439,6 +488,7 @@ def walk(graph: Graph) -> Iterator[tuple[Node, Graph]]:
 _GRAPH_KINDS = (AttrKind.GRAPH, AttrKind.GRAPHS)
 _ATTRIBUTE_VALUES = operator.methodcaller("values")
 _ATTRIBUTE_DICT = operator.attrgetter("attributes")
+_UNREAD = operator.attrgetter("unread_attributes")
 _KIND = operator.attrgetter("kind")
 
 
@@ -453,10 +503,22 @@ def holds_subgraphs(nodes: Sequence[Node]) -> bool:
     >>> holds_subgraphs([Node("Relu", inputs=[], outputs=[])])
     False
     """
+    if _HeldNode in map(type, nodes):  # (attributes held unread hold no graph, and are not decoded)
+        nodes = list(compress(nodes, map(operator.is_not, map(type, nodes), repeat(_HeldNode))))
     if not any(map(_ATTRIBUTE_DICT, nodes)):  # (a chain of Add/Relu: no attribute at all)
         return False
     kinds = set(map(_KIND, chain.from_iterable(map(_ATTRIBUTE_VALUES, map(_ATTRIBUTE_DICT, nodes)))))
     return not kinds.isdisjoint(_GRAPH_KINDS)
+
+
+def may_hold_subgraphs(node: Node) -> bool:
+    """False where ``node`` surely holds no subgraph: it has no attribute, or holds them
+    unread (never graphs: :meth:`Node.hold_unread_attributes`; not decoded to tell).
+
+    >>> may_hold_subgraphs(Node("Relu"))
+    False
+    """
+    return node.unread_attributes is None and bool(node.attributes)
 
 
 def outer_values(graphs: list[Graph]) -> list[Value]:

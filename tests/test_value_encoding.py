@@ -50,3 +50,20 @@ def test_an_array_of_another_dtype_takes_the_tensors_element_type() -> None:
     written = tensor_to_proto(ir.Tensor(np.array([1.5, -2.0]), onnx.TensorProto.FLOAT16, "h"))
     assert written.data_type == onnx.TensorProto.FLOAT16
     np.testing.assert_array_equal(numpy_helper.to_array(written), np.array([1.5, -2.0], np.float16))
+
+
+@settings(max_examples=100)
+@given(st.lists(st.tuples(raw_tensors(), st.sampled_from(["", "why"])), min_size=1, max_size=6))
+def test_a_graphs_initializers_are_written_as_from_array_writes_them(drawn: list) -> None:
+    # A graph's small initializers are encoded as bytes in one call (emit_initializers), the
+    # others (a large one, an array of another dtype) through the protobuf API between them.
+    from converter.onnx_encoding import graph_to_proto
+
+    tensors = [ir.Tensor(array, elem_type, f"w{index}", doc) for index, ((array, elem_type), doc) in enumerate(drawn)]
+    tensors.insert(len(tensors) // 2, ir.Tensor(np.arange(20000, dtype=np.float32), onnx.TensorProto.FLOAT, "big"))
+    tensors.append(ir.Tensor(np.array([1.5, -2.0]), onnx.TensorProto.FLOAT16, "h"))
+    values = [ir.Value(tensor.name, initializer=tensor) for tensor in tensors]
+    graph = ir.Graph("g", outputs=values[:1], initializers=values)
+    written = graph_to_proto(graph).initializer
+    assert [proto.SerializeToString() for proto in written] == [
+        tensor_to_proto(tensor).SerializeToString() for tensor in tensors]

@@ -39,6 +39,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from dsl import ir
@@ -77,8 +79,10 @@ class CutPass:
         cutter = _Cutter(graph, location, self.share)
         new_graph = cutter.cut(names, self.inputs)
         if isinstance(target, ir.Model):
-            reached = {id(f) for f in ir.Function(new_graph.name, new_graph).callees()}
-            functions = [f for f in target.functions if id(f) in reached]
+            functions = []
+            if target.functions:  # (the walk for calls only where there are functions to keep or drop)
+                reached = {id(f) for f in ir.Function(new_graph.name, new_graph).callees()}
+                functions = [f for f in target.functions if id(f) in reached]
             return PassResult(dataclasses.replace(target, graph=new_graph, functions=functions), True)
         return PassResult(dataclasses.replace(target, graph=new_graph), True)
 
@@ -132,6 +136,10 @@ def _output_names(
     return [v.name for v in counted[last_layers].outputs if v.name]
 
 
+_OUTPUTS = attrgetter("outputs")
+_NAME = attrgetter("name")
+
+
 class _Cutter:
     """Finds the needed nodes of one graph and copies them into a new graph."""
 
@@ -140,13 +148,17 @@ class _Cutter:
         self.location = location
         self.share = share
         # name -> value; the first definition wins (an input before an initializer of the same name)
-        by_name = {value.name: value for node in reversed(graph.nodes) for value in reversed(node.outputs)}
+        outputs = list(chain.from_iterable(map(_OUTPUTS, graph.nodes)))
+        outputs.reverse()  # (loops in C; reversed, so the first definition is the one kept)
+        by_name = dict(zip(map(_NAME, outputs), outputs))
         by_name.pop("", None)  # (an omitted output)
         by_name.update((value.name, value) for value in reversed((*graph.inputs, *graph.initializers)))
         self.by_name = by_name
-        self.own_nodes = set(map(id, graph.nodes))
+        self.own_nodes: set[ir.Node] = set(graph.nodes)  # (nodes hash by identity)
         self.initializers = {id(value) for value in graph.initializers}
         self.graph_inputs = {id(value) for value in graph.inputs}
+        # (asked once of the whole graph, in C: most hold no If/Loop/Scan, and then no node needs asking)
+        self.holds_subgraphs = ir.holds_subgraphs(graph.nodes)
 
     def lookup(self, names: Sequence[str], role: str) -> list[ir.Value]:
         unknown = [name for name in names if name not in self.by_name]
@@ -166,7 +178,7 @@ class _Cutter:
         outputs = self.lookup(output_names, "asked for as output")
         given = self.lookup(input_names, "asked for as input") if input_names is not None else None
         given_ids = {id(v) for v in given} if given is not None else set()
-        needed, kept_nodes = self.needed(outputs, given_ids)
+        needed, kept_nodes = self.needed(outputs, set(given or ()))
         if given is not None:
             self.check_inputs(outputs, given, needed, kept_nodes)
             new_inputs = list(given)
@@ -185,25 +197,28 @@ class _Cutter:
             return self.keep(new_inputs, outputs, needed, kept_nodes)
         return self.copy(new_inputs, outputs, needed, kept_nodes)  # (a given input a node computes: a new Value)
 
-    def needed(self, outputs: list[ir.Value], given: set[int]) -> tuple[set[ir.Value], list[ir.Node]]:
+    def needed(self, outputs: list[ir.Value], given: set[ir.Value]) -> tuple[set[ir.Value], list[ir.Node]]:
         """The main-graph values and nodes the outputs need, stopping at given inputs."""
-        needed: set[ir.Value] = set()
-        kept: set[int] = set()
-        own_nodes = self.own_nodes
+        # (values and nodes hash by identity; None, an omitted input, counts as needed from the start)
+        needed: set[ir.Value | None] = {None}
+        kept: set[ir.Node] = set()
+        own_nodes, holds_subgraphs = self.own_nodes, self.holds_subgraphs
         stack: list[ir.Value | None] = list(outputs)
+        pop, add, keep = stack.pop, needed.add, kept.add
         while stack:
-            value = stack.pop()
-            if value is None or value in needed:  # (None: an omitted input)
+            value = pop()
+            if value in needed:
                 continue
-            needed.add(value)
-            node = value.producer
-            if node is None or id(value) in given or id(node) in kept or id(node) not in own_nodes:
+            add(value)
+            node = value.producer  # type: ignore[union-attr]  # (None is in needed)
+            if node is None or node in kept or value in given or node not in own_nodes:
                 continue
-            kept.add(id(node))
+            keep(node)
             stack += node.inputs
-            if node.attributes:
+            if holds_subgraphs and ir.may_hold_subgraphs(node):
                 stack += self.outer_reads(node)
-        return needed, [node for node in self.graph.nodes if id(node) in kept]
+        needed.discard(None)
+        return needed, list(filter(kept.__contains__, self.graph.nodes))  # type: ignore[return-value]
 
     def outer_reads(self, node: ir.Node) -> list[ir.Value]:
         """What ``node``'s subgraphs read of the main graph."""
@@ -267,17 +282,16 @@ class _Cutter:
         new = ir.Graph(old.name, doc_string=old.doc_string, location=old.location)
         new.inputs = list(inputs)
         new.initializers = [v for v in old.initializers if v in needed]
-        needed_names = {v.name for v in needed}  # (a sparse initializer's Value is in no list)
+        needed_names = set(map(_NAME, needed)) if old.sparse_initializers else set()  # (a sparse one's Value is in no list)
         new.sparse_initializers = {n: s for n, s in old.sparse_initializers.items() if n in needed_names}
         new.nodes = kept
         new.outputs = list(outputs)
         if old.value_info:
             # The values a copy would have made: inputs, initializers, what kept nodes
             # define, in their subgraphs too.
-            defined = set(inputs).union(new.initializers, outputs)
-            for node in kept:
-                defined.update(node.outputs)
-                if node.attributes:
+            defined = set(inputs).union(new.initializers, outputs, chain.from_iterable(map(_OUTPUTS, kept)))
+            for node in kept if self.holds_subgraphs else ():
+                if ir.may_hold_subgraphs(node):
                     for sub in ir.subgraphs(node):
                         for inner in (sub, *(s for n, _ in ir.walk(sub) for s in ir.subgraphs(n))):
                             defined.update(inner.inputs)

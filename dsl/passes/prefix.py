@@ -135,7 +135,7 @@ def graph_contents(graph: ir.Graph) -> GraphContents:
     if not ir.holds_subgraphs(graph.nodes):  # (no node holds a subgraph: no walk)
         return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
-    return GraphContents(nodes, [graph] + [sub for node in nodes if node.attributes for sub in ir.subgraphs(node)])
+    return GraphContents(nodes, [graph] + [sub for node in nodes if ir.may_hold_subgraphs(node) for sub in ir.subgraphs(node)])
 
 
 def graph_values(graph: ir.Graph) -> list[ir.Value]:
@@ -163,16 +163,19 @@ def _new_names(names: list[str], prefix: str, taken: AbstractSet[str]) -> list[s
     if len(own) != len(wanted) - unnamed:
         return _new_names_in_order(wanted, taken)
     # The usual case, the model's names distinct: a name clashes exactly when it is taken
-    # (one set intersection instead of a lookup a name; no union of the two sets built).
-    clashes = own & taken
-    if not clashes:
+    # (set operations instead of a lookup a name; no union of the two sets built, and no
+    # intersection either where none or all of them clash).
+    if own.isdisjoint(taken):
         return wanted
-    if len(clashes) == len(own) and not unnamed:  # every name clashes (a model merged with a copy of itself)
-        firsts = list(map(str.__add__, wanted, repeat("_1")))  # (distinct, as their bases are)
+    if own <= taken:  # every name clashes (a model merged with a copy of itself)
+        # (distinct, as their bases are; unnamed entries stay "", which no set of names holds)
+        firsts = [name + "_1" if name else "" for name in wanted] if unnamed else list(
+            map(str.__add__, wanted, repeat("_1")))
         if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
             return firsts
-        clashing: Any = range(len(wanted))
+        clashing: Any = [index for index, name in enumerate(wanted) if name] if unnamed else range(len(wanted))
     else:
+        clashes = own & taken
         clashing = [index for index, name in enumerate(wanted) if name in clashes]
         firsts = [wanted[index] + "_1" for index in clashing]  # (distinct, as their bases are)
         if own.isdisjoint(firsts) and taken.isdisjoint(firsts):  # each takes its first choice, name_1
@@ -219,9 +222,8 @@ def _rename_values(graph: ir.Graph, values: list[ir.Value], prefix: str, taken: 
     if new_names == old_names:
         return False
     _set_names(values, new_names)
-    for tensor, name in zip(map(_INITIALIZER, values), new_names):  # (a tensor carries its name too)
-        if tensor is not None:
-            tensor.name = name
+    for value in filter(_INITIALIZER, values):  # (a tensor carries its name too; most values have none)
+        value.initializer.name = value.name  # type: ignore[union-attr]  # (filtered: not None)
     return True
 
 

@@ -1,0 +1,188 @@
+"""Attributes of ONNX nodes as IR attributes: decoded, remembered, or held unread.
+
+The proto reader (:mod:`converter.from_onnx`) reads every node's attributes through
+:class:`ProtoAttributeReader`.  Models repeat a few attribute values (Conv's pads, an
+epsilon, ConstantOfShape's value): the serialized AttributeProto is the key under which
+each distinct one is decoded once and made again for every node that carries it.
+
+A reader told to hold attributes (``hold_attributes``, for a caller that will rewire a
+model and write it back, such as ``converter.merge``) does not even make them: a node
+whose attributes are all small values, none a graph, a reference or external data, keeps
+the tuple of its serialized attributes as the key of :meth:`ir.Node.hold_unread_attributes`
+and is decoded only if something reads ``node.attributes``.  Every key held was decoded
+once when first met, so a malformed attribute fails while reading, as it does unheld.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from converter.proto_values import ProtoValueReader, text
+from dsl import ir
+from dsl.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = ["ProtoAttributeReader"]
+
+_PLAIN_ATTRIBUTE_BYTES = 256  # serialized attributes up to this size are remembered (see remember_plain)
+# FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS: the kinds remembered and held
+PLAIN_KINDS = frozenset((1, 2, 3, 4, 6, 7, 8))
+_LISTS = (ir.AttrKind.INTS, ir.AttrKind.FLOATS, ir.AttrKind.STRINGS)
+_ATTR_KINDS = {int(kind): kind for kind in ir.AttrKind if kind}
+_EXTERNAL = 1  # TensorProto.EXTERNAL
+
+# (name, kind, value, doc string) of an attribute; a list value is copied for each node,
+# a TENSOR's value is its Tensor's fields, the array read-only and shared
+Template = tuple[str, ir.AttrKind, Any, str]
+
+
+def made(template: Template) -> ir.Attr:
+    """A node's own attribute made from a remembered one."""
+    name, kind, value, doc_string = template
+    if kind in _LISTS:
+        value = value[:]
+    elif kind is ir.AttrKind.TENSOR:
+        value = ir.Tensor(*value)
+    return ir.Attr(name, kind, value, None, doc_string)
+
+
+class ProtoAttributeReader(ProtoValueReader):
+    """The attributes of one conversion (its tensors and types: :class:`ProtoValueReader`)."""
+
+    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False) -> None:
+        super().__init__(source, folder)
+        # serialized AttributeProto (small plain kinds) -> its Template (see remember_plain())
+        self.plain_attributes: dict[bytes, Template] = {}
+        self.hold_attributes = hold_attributes
+        # serialized AttributeProto -> its Template where a node may hold it unread, False where not
+        self.held: dict[bytes, Template | bool] = {}
+        # the tuples of serialized attributes a node may hold unread (one lookup a node)
+        self.holdable: set[tuple[bytes, ...]] = set()
+
+    def graph(self, proto: onnx.GraphProto, parent: Any) -> ir.Graph:
+        raise NotImplementedError  # (the proto reader reads graphs, with its scopes)
+
+    def attribute(self, proto: onnx.AttributeProto, scope: Any,
+                  subgraphs: list[tuple[ir.Attr, Any]] | None = None) -> ir.Attr:
+        """The IR attribute; with ``subgraphs``, graph values are left to the caller: the
+        Attr (value ``None`` for now) and its proto are appended there."""
+        type_number = proto.type
+        kind = _ATTR_KINDS.get(type_number) if type_number else _guess_kind(proto)
+        if kind is None:
+            raise ModelLoadError(
+                f"{self.source}: attribute {proto.name!r} has unknown type {type_number}",
+                hint="the model is malformed or newer than this onnx; run onnx.checker.check_model on it",
+            )
+        if proto.ref_attr_name:
+            return ir.Attr(proto.name, kind, None, ref_attr_name=proto.ref_attr_name, doc_string=proto.doc_string)
+        value: Any
+        # Dispatch on the plain int (enum attribute lookups cost more), most frequent kinds
+        # first; protobuf already hands out Python ints, floats and (sliced) lists.
+        number = type_number or int(kind)
+        if number == 7:  # INTS
+            value = proto.ints[:]
+        elif number == 2:  # INT
+            value = proto.i
+        elif number == 1:  # FLOAT
+            value = proto.f
+        elif number == 4:  # TENSOR
+            value = self.attribute_tensor(proto.t)
+        elif number == 3:  # STRING
+            value = text(proto.s)
+        elif number == 5 or number == 10:  # GRAPH, GRAPHS
+            if subgraphs is not None:
+                attr = ir.Attr(proto.name, kind, None, None, proto.doc_string)
+                subgraphs.append((attr, proto))
+                return attr
+            value = self.graph(proto.g, scope) if number == 5 else [self.graph(g, scope) for g in proto.graphs]
+        elif number == 6:  # FLOATS
+            value = proto.floats[:]
+        elif number == 11:  # SPARSE_TENSOR
+            value = self.sparse_tensor(proto.sparse_tensor)
+        elif number == 13:  # TYPE_PROTO
+            value = self.type(proto.tp)
+        elif number == 8:  # STRINGS
+            value = [text(s) for s in proto.strings]
+        elif number == 9:  # TENSORS
+            value = [self.tensor(t) for t in proto.tensors]
+        elif number == 12:  # SPARSE_TENSORS
+            value = [self.sparse_tensor(s) for s in proto.sparse_tensors]
+        elif number == 14:  # TYPE_PROTOS
+            value = [self.type(t) for t in proto.type_protos]
+        else:
+            raise ModelLoadError(
+                f"{self.source}: attribute {proto.name!r} has no value (kind {kind.name})",
+                hint="the model is malformed; run onnx.checker.check_model on it",
+            )
+        return ir.Attr(proto.name, kind, value, None, proto.doc_string)
+
+    def remember_plain(self, key: bytes, attr: ir.Attr) -> None:
+        """Keep what the node reader needs to make ``attr`` again from its serialized
+        ``key``: small values only, and a tensor only when its array is the shared read-only one."""
+        template = _template(key, attr)
+        if template is not None:
+            if attr.kind in _LISTS:  # (a private copy: the first node's list is its own)
+                template = (template[0], template[1], list(template[2]), template[3])
+            self.plain_attributes[key] = template
+
+    def learn_held(self, keys: tuple[bytes, ...], protos: Any, scope: Any) -> bool:
+        """Whether a node whose serialized attributes are ``keys`` (of ``protos``) may hold
+        them unread; each key not met before is decoded now (a malformed one raises here)."""
+        held = self.held
+        for key, proto in zip(keys, protos):
+            if key in held:
+                continue
+            if proto.type not in PLAIN_KINDS or (proto.type == 4 and proto.t.data_location == _EXTERNAL):
+                held[key] = False  # (external data is read relative to this reader's folder)
+                continue
+            held[key] = _template(key, self.attribute(proto, scope)) or False
+        if all(map(held.__getitem__, keys)):
+            self.holdable.add(keys)
+            return True
+        return False
+
+    def decode_held(self, keys: tuple[bytes, ...]) -> dict[str, ir.Attr]:
+        """The attributes a node held unread under ``keys`` (see :meth:`learn_held`)."""
+        held = self.held
+        attributes = {}
+        for key in keys:
+            attr = made(held[key])  # type: ignore[arg-type]  # (a held key's entry is its Template)
+            attributes[attr.name] = attr
+        return attributes
+
+
+def _template(key: bytes, attr: ir.Attr) -> Template | None:
+    """What makes ``attr`` again, for a small value of a plain kind with no reference."""
+    if attr.ref_attr_name is not None or len(key) > _PLAIN_ATTRIBUTE_BYTES or attr.kind not in PLAIN_KINDS:
+        return None
+    value = attr.value
+    if attr.kind == ir.AttrKind.TENSOR:
+        if value.array.flags.writeable:  # (not one of attribute_tensor()'s shared arrays)
+            return None
+        value = (value.array, value.elem_type, value.name, value.doc_string)
+    return (attr.name, attr.kind, value, attr.doc_string)
+
+
+def _guess_kind(proto: Any) -> ir.AttrKind:
+    """Attributes written before the ``type`` field existed: the set field says the kind."""
+    K = ir.AttrKind
+    for field_name, kind in (
+        ("floats", K.FLOATS), ("ints", K.INTS), ("strings", K.STRINGS), ("tensors", K.TENSORS),
+        ("graphs", K.GRAPHS), ("sparse_tensors", K.SPARSE_TENSORS), ("type_protos", K.TYPE_PROTOS),
+    ):
+        if len(getattr(proto, field_name)):
+            return kind
+    for field_name, kind in (
+        ("t", K.TENSOR), ("g", K.GRAPH), ("sparse_tensor", K.SPARSE_TENSOR), ("tp", K.TYPE_PROTO),
+    ):
+        if proto.HasField(field_name):
+            return kind
+    if proto.HasField("s"):
+        return K.STRING
+    if proto.HasField("f"):
+        return K.FLOAT
+    if proto.HasField("i"):
+        return K.INT
+    return K.UNDEFINED

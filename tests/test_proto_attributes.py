@@ -1,0 +1,164 @@
+"""Attributes held unread (converter.proto_attributes, ir.Node.hold_unread_attributes).
+
+The oracle for the held path is the unheld one: the same model read with every
+attribute decoded must give equal attributes, and merged, cut and written back, the very
+same ModelProto (what ``converter.merge`` and ``converter.cut`` returned before they
+held attributes).  A malformed attribute must still fail while reading.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import converter
+from converter.from_onnx import model_from_proto
+from converter.to_onnx import model_to_proto
+from dsl import ir
+from dsl.errors import ModelLoadError
+from dsl.passes.cut import cut_model
+from dsl.passes.merge import merge_models
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+MODELS = [name for name in ("light_squeezenet.onnx", "light_resnet50.onnx", "light_inception_v2.onnx",
+                            "light_densenet121.onnx") if os.path.exists(os.path.join(LIGHT, name))]
+
+
+def _light(name: str) -> onnx.ModelProto:
+    return onnx.load(os.path.join(LIGHT, name))
+
+
+def _attribute_values(node: ir.Node) -> dict[str, tuple[int, str, object]]:
+    """name -> (kind, doc string, value), a tensor as (elem type, name, dtype, shape, bytes)."""
+    found: dict[str, tuple[int, str, object]] = {}
+    for name, attr in node.attributes.items():
+        value = attr.value
+        if isinstance(value, ir.Tensor):
+            value = (value.elem_type, value.name, str(value.array.dtype), value.array.shape, value.array.tobytes())
+        found[name] = (int(attr.kind), attr.doc_string, value)
+    return found
+
+
+def _attributed_model() -> onnx.ModelProto:
+    """A small model whose nodes carry every kind a node may hold unread, twice each."""
+    value = helper.make_tensor("value", TensorProto.FLOAT, [1], [0.5])
+    nodes = []
+    for index in range(2):
+        nodes += [
+            helper.make_node("Unsqueeze", [f"x{index}", "axes"], [f"u{index}"]),
+            helper.make_node("Shape", [f"u{index}"], [f"s{index}"], start=0, end=-1),
+            helper.make_node("ConstantOfShape", [f"s{index}"], [f"c{index}"], value=value),
+            helper.make_node("LeakyRelu", [f"c{index}"], [f"l{index}"], alpha=0.25, doc_string="leaky"),
+            helper.make_node("Transpose", [f"l{index}"], [f"x{index + 1}"], perm=[0]),
+        ]
+    nodes.append(helper.make_node("Cast", ["x2"], ["y"], to=TensorProto.FLOAT))
+    graph = helper.make_graph(
+        nodes, "attributed", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [0])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_held_attributes_decode_to_the_unheld_ones():
+    proto = _attributed_model()
+    held = model_from_proto(proto, hold_attributes=True)
+    plain = model_from_proto(proto)
+    assert [node.unread_attributes is not None for node in held.graph.nodes] == [
+        node.op_type != "Unsqueeze" for node in plain.graph.nodes]
+    for held_node, plain_node in zip(held.graph.nodes, plain.graph.nodes):
+        assert _attribute_values(held_node) == _attribute_values(plain_node)
+        assert held_node.unread_attributes is None  # (read: no longer held)
+    plain_nodes = plain.graph.nodes
+    assert plain_nodes[4].attributes["perm"].value is not plain_nodes[9].attributes["perm"].value  # each its own list
+
+
+def test_each_node_decodes_its_own_attributes():
+    held = model_from_proto(_attributed_model(), hold_attributes=True)
+    first, second = held.graph.nodes[4], held.graph.nodes[9]  # the two Transposes: equal attributes
+    assert first.unread_attributes == second.unread_attributes
+    first.attributes["perm"].value.append(1)
+    assert second.attributes["perm"].value == [0]
+    with pytest.raises(ValueError):  # (the shared tiny tensor is read-only)
+        held.graph.nodes[2].attributes["value"].value.array[0] = 1.0
+
+
+def test_a_changed_attribute_is_written_as_changed():
+    held = model_from_proto(_attributed_model(), hold_attributes=True)
+    held.graph.nodes[3].attributes["alpha"].value = 0.5  # the first LeakyRelu's; the second still held
+    written = model_to_proto(held)
+    alphas = [node.attribute[0].f for node in written.graph.node if node.op_type == "LeakyRelu"]
+    assert alphas == [0.5, 0.25]
+    assert [node.doc_string for node in written.graph.node if node.op_type == "LeakyRelu"] == ["leaky"] * 2
+
+
+def test_a_held_model_is_written_as_the_unheld_one():
+    proto = _attributed_model()
+    assert model_to_proto(model_from_proto(proto, hold_attributes=True)) == model_to_proto(model_from_proto(proto))
+
+
+@pytest.mark.skipif(not MODELS, reason="this onnx release ships none of the light models")
+@pytest.mark.parametrize("name", MODELS)
+def test_merge_and_cut_of_real_models_are_unchanged_by_holding(name):
+    proto = _light(name)
+
+    def merged(hold: bool) -> onnx.ModelProto:
+        return model_to_proto(merge_models(model_from_proto(proto, hold_attributes=hold),
+                                           model_from_proto(proto, hold_attributes=hold)))
+
+    assert merged(True) == merged(False)
+    middle = proto.graph.node[len(proto.graph.node) // 2].output[0]
+    cuts = [model_to_proto(cut_model(model_from_proto(proto, hold_attributes=hold), [middle], share=True))
+            for hold in (True, False)]
+    assert cuts[0] == cuts[1]
+    assert converter.cut(proto, outputs=[middle]) == cuts[1]
+    onnx.checker.check_model(cuts[0], full_check=True)
+
+
+def test_a_malformed_attribute_fails_while_reading():
+    proto = _attributed_model()
+    proto.graph.node[7].attribute[0].t.dims[0] = 3  # (the second ConstantOfShape's value: 1 float for 3)
+    with pytest.raises(ModelLoadError) as unheld:
+        model_from_proto(proto)
+    with pytest.raises(ModelLoadError) as held:
+        model_from_proto(proto, hold_attributes=True)
+    assert str(held.value) == str(unheld.value)
+
+
+def test_graphs_references_and_external_data_are_not_held(tmp_path):
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "b", [],
+                               [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2])])
+    external = helper.make_tensor("value", TensorProto.FLOAT, [1], [0.0])
+    external.data_location = TensorProto.EXTERNAL
+    external.ClearField("float_data")
+    external.external_data.add(key="location", value="value.bin")
+    (tmp_path / "value.bin").write_bytes(np.float32(2.5).tobytes())
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch),
+         helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("ConstantOfShape", ["s"], ["z"], value=external)],
+        "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+              helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])],
+    )
+    model = model_from_proto(helper.make_model(graph), hold_attributes=True, folder=str(tmp_path))
+    if_node, shape, constant = model.graph.nodes
+    assert if_node.unread_attributes is None and [sub.name for sub in ir.subgraphs(if_node)] == ["b", "b"]
+    assert shape.unread_attributes is None and not shape.attributes  # (no attributes: nothing held)
+    assert constant.unread_attributes is None
+    assert constant.attributes["value"].value.array.tolist() == [2.5]
+
+
+def test_held_nodes_hold_no_subgraphs_and_are_not_decoded_to_tell():
+    held = model_from_proto(_attributed_model(), hold_attributes=True)
+    nodes = held.graph.nodes
+    assert not ir.holds_subgraphs(nodes)
+    assert not any(map(ir.may_hold_subgraphs, nodes))
+    assert [list(ir.subgraphs(node)) for node in nodes] == [[]] * len(nodes)
+    assert len(list(ir.walk(held.graph))) == len(nodes)
+    assert sum(node.unread_attributes is not None for node in nodes) == len(nodes) - 2  # (the Unsqueezes)
