@@ -93,6 +93,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "converter.model_view": (2, "back end"),
     "eager": (2, "back end"),
     "eager.op_facts": (2, "back end"),
+    "eager.model_program": (2, "back end"),
     "dsl": (3, "facade"),
     "dsl.script_function": (3, "facade"),
     "dsl.loaded_model": (3, "facade"),
