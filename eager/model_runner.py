@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import os
 from collections.abc import Callable, Collection, MutableMapping
 from typing import Any, NamedTuple
 
@@ -39,8 +38,8 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 
-from dsl import ir, types
-from dsl.errors import DslTypeError, EagerError, ModelLoadError
+from dsl import types
+from dsl.errors import DslTypeError, EagerError
 from dsl.limits import check_limit
 from dsl.progress import Progress, progress
 from dsl.tensor_protos import tensor_array
@@ -50,6 +49,7 @@ from eager.call_site import caller_location
 from eager.captured_values import capture_graph, outer_names_of_graph
 from eager.kernels import LOGGER, CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback
 from eager.model_inputs import bind_inputs
+from eager.model_program import Program, load_program, opset_dict
 from eager.model_session import ModelSession, prepared, value_signature
 from eager.proto_checks import check_program_protos
 from eager.sessions import KERNELS, LAST
@@ -62,13 +62,6 @@ class RunResult(NamedTuple):
 
     outputs: list[Any]
     values: dict[str, Any]
-
-
-class _Program(NamedTuple):
-    graph: onnx.GraphProto | onnx.FunctionProto
-    opsets: dict[str, int]
-    functions: dict[tuple[str, str], onnx.FunctionProto]
-    input_types: dict[str, onnx.TypeProto]
 
 
 @user_traceback
@@ -142,7 +135,7 @@ def _selected(captured: dict[str, Any], capture: Any) -> dict[str, Any]:
 
 def _run_node_by_node(model_or_function: Any, inputs: list[Any] | dict[str, Any], capture: bool,
                       stop_after: str | None) -> Any:
-    program = _load(model_or_function)
+    program = load_program(model_or_function)
     check_program_protos(program.graph, program.functions.values(), "the model")
     env: dict[str, Any] = {}
     graph = program.graph
@@ -233,54 +226,9 @@ class _Rerun:
             proto = self._session.proto
             assert proto is not None
             functions = {(f.domain, f.name): f for f in proto.functions}
-            program = _Program(proto.graph, _opset_dict(proto.opset_import), functions, {})
+            program = Program(proto.graph, opset_dict(proto.opset_import), functions, {})
             self._runner = _Runner(program, self._captured, None)
         self._runner.run_node_at(index, node, env, attributes, prefix)
-
-
-# ------------------------------------------------------------------------- loading
-
-
-def _load(obj: Any) -> _Program:
-    if isinstance(obj, (str, os.PathLike)):
-        try:
-            obj = onnx.load(os.fspath(obj))
-        except Exception as err:
-            raise ModelLoadError(f"cannot read {os.fspath(obj)!r}: {err}", caller_location(),
-                                 hint="check that the file is a complete ONNX model whose external data lies in "
-                                 "its own folder") from None
-    if isinstance(obj, (bytes, bytearray)):
-        try:
-            obj = onnx.load_model_from_string(bytes(obj))
-        except Exception as err:
-            raise ModelLoadError(f"the bytes are not a ModelProto: {err}", caller_location(),
-                                 hint="pass the bytes of a complete ONNX model") from None
-    if isinstance(obj, (ir.Function, ir.Model)):
-        from converter.to_onnx import model_to_proto
-
-        obj = model_to_proto(obj, infer_output_types=False)
-    elif hasattr(obj, "to_model_proto") and hasattr(obj, "python_function"):  # a ScriptFunction
-        obj = obj.to_model_proto()
-    if isinstance(obj, onnx.ModelProto):
-        return _Program(
-            obj.graph,
-            _opset_dict(obj.opset_import),
-            {(f.domain, f.name): f for f in obj.functions},
-            {v.name: v.type for v in obj.graph.input},
-        )
-    if isinstance(obj, onnx.FunctionProto):
-        return _Program(obj, _opset_dict(obj.opset_import), {}, {})
-    if isinstance(obj, onnx.GraphProto):
-        return _Program(obj, {"": onnx.defs.onnx_opset_version()}, {}, {v.name: v.type for v in obj.input})
-    raise DslTypeError(
-        f"eager.run cannot run a {type(obj).__name__}",
-        caller_location(),
-        hint="pass an .onnx path, a ModelProto, a FunctionProto, a @script function, or an ir.Function/ir.Model",
-    )
-
-
-def _opset_dict(imports: Any) -> dict[str, int]:
-    return {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in imports}
 
 
 def _function_defaults(function: onnx.FunctionProto) -> dict[str, onnx.AttributeProto]:
@@ -338,7 +286,7 @@ class _Stopped(Exception):
 
 
 class _Runner:
-    def __init__(self, program: _Program, captured: dict[str, Any] | None, stop_after: str | None = None) -> None:
+    def __init__(self, program: Program, captured: dict[str, Any] | None, stop_after: str | None = None) -> None:
         self.program = program
         self.captured = captured
         self.stop_after = stop_after
@@ -496,7 +444,7 @@ class _Runner:
         inner: dict[str, Any] = dict(zip(function.input, inputs))
         saved = self.program
         opsets = dict(saved.opsets)
-        opsets.update(_opset_dict(function.opset_import))
+        opsets.update(opset_dict(function.opset_import))
         self.program = saved._replace(opsets=opsets)
         try:
             self.run_nodes(function.node, inner, bound, prefix)

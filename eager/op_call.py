@@ -24,6 +24,7 @@ from eager.call_site import caller_location, caller_operands, unpacked_count
 from eager.control_flow import has_graph_function, run_control_flow
 from eager.kernels import CallRefused, KernelBuildError, KernelSpec, build_kernel, runtime_fallback, sig_elem
 from eager.list_inputs import packed_list
+from eager.op_facts import OPTIONAL_KINDS, SEQUENCE_KINDS, OpFacts, facts_of
 from eager.op_failures import Operand, backend_reason, explain, inference_refusal
 from eager.script_context import IN_EAGER_SCRIPT
 from eager.sequences import EagerSequence, is_tensor_item, sequence_arrays
@@ -38,83 +39,6 @@ _ELEM_BY_DTYPE = values.ELEM_BY_DTYPE  # (the same dict, filled in place: one at
 Signature = tuple[Any, ...]  # one eager.kernels.InputSig per input
 # Python number literal -> its array, per element type (``x * 2.0`` in a loop builds it once).
 _LITERALS: dict[tuple[type, Any, int], np.ndarray] = {}
-
-
-class OpFacts:
-    """What eager calls need to know about an Op, computed once and kept on the Op."""
-
-    __slots__ = (
-        "ambiguous_outputs",
-        "default_outputs",
-        "formal_kinds",
-        "formal_types",
-        "key",
-        "optional_only",
-        "sequence_outputs",
-        "single_type",
-        "takes_sequences",
-    )
-
-    def __init__(self, op: Op) -> None:
-        self.key = (op.domain, op.name, op.since_version or op.version, op.version if op.schema is None else 0)
-        self.default_outputs = op.default_output_count()
-        self.ambiguous_outputs = op.max_outputs > self.default_outputs
-        schema = op.schema
-        self.formal_types: list[str] = [] if schema is None else [f.type_str for f in schema.inputs]
-        self.single_type: dict[str, int | None] = {}
-        if schema is not None:
-            from dsl.opsets import elem_of_type_str
-
-            for constraint in schema.type_constraints:
-                allowed = list(constraint.allowed_type_strs)
-                if len(allowed) == 1:
-                    self.single_type[constraint.type_param_str] = elem_of_type_str(allowed[0])
-            for formal in schema.inputs:
-                if formal.type_str.startswith("tensor("):
-                    self.single_type[formal.type_str] = elem_of_type_str(formal.type_str)
-        # What kinds of value each formal type admits: "tensor", "seq", "optional" (of a
-        # tensor) and "optional-seq".
-        self.formal_kinds: dict[str, frozenset[str]] = {}
-        outputs_admit_sequences = schema is None
-        if schema is not None:
-            allowed_by_param = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
-            for formal in (*schema.inputs, *schema.outputs):
-                allowed = allowed_by_param.get(formal.type_str, [formal.type_str])
-                self.formal_kinds[formal.type_str] = frozenset(_kind_of_type_str(a) for a in allowed)
-            outputs_admit_sequences = any(
-                not self.formal_kinds[f.type_str] <= {"tensor"} for f in schema.outputs
-            )
-        input_kinds = [self.formal_kinds.get(t, frozenset()) for t in self.formal_types]
-        self.takes_sequences = any(kinds & _SEQUENCE_KINDS for kinds in input_kinds)
-        # Formals typed optional(...) only (OptionalHasElement before opset 18): fed as optionals.
-        self.optional_only = any(kinds and kinds <= _OPTIONAL_KINDS for kinds in input_kinds)
-        self.sequence_outputs = outputs_admit_sequences
-
-    def formal_type(self, index: int) -> str | None:
-        if not self.formal_types:
-            return None
-        return self.formal_types[min(index, len(self.formal_types) - 1)]
-
-
-_SEQUENCE_KINDS = frozenset({"seq", "optional-seq"})
-_OPTIONAL_KINDS = frozenset({"optional", "optional-seq"})
-
-
-def _kind_of_type_str(type_str: str) -> str:
-    if type_str.startswith("seq("):
-        return "seq"
-    if type_str.startswith("optional(seq("):
-        return "optional-seq"
-    if type_str.startswith("optional("):
-        return "optional"
-    return "tensor"
-
-
-def facts_of(op: Op) -> OpFacts:
-    facts = op._eager_key
-    if facts is None:
-        facts = op._eager_key = OpFacts(op)
-    return facts
 
 
 def call_op(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], num_outputs: int | None = None) -> Any:
@@ -244,7 +168,7 @@ def _is_sequence(facts: OpFacts, index: int, value: list[Any] | tuple[Any, ...])
     empty list literal has no element type: compiled code rejects it as a tensor);
     otherwise it is a list literal (``op.Reshape(x, [2, -1])``)."""
     kinds = facts.formal_kinds.get(facts.formal_type(index) or "", frozenset())
-    if not kinds & _SEQUENCE_KINDS:
+    if not kinds & SEQUENCE_KINDS:
         return False
     return not value or is_tensor_item(value[0])
 
@@ -265,7 +189,7 @@ def _as_optionals(facts: OpFacts, signature: list[Any]) -> None:
     """Inputs typed ``optional(...)`` only are fed as optionals; None is an empty one."""
     for index in range(len(signature)):
         kinds = facts.formal_kinds.get(facts.formal_type(index) or "")
-        if kinds and kinds <= _OPTIONAL_KINDS:
+        if kinds and kinds <= OPTIONAL_KINDS:
             signature[index] = ("opt", signature[index])
 
 
@@ -470,7 +394,7 @@ def _check_value_kinds(op: Op, facts: OpFacts, signature: Signature, location: A
         if sig is None:
             continue
         kinds = facts.formal_kinds.get(facts.formal_type(index) or "", frozenset())
-        if not kinds or kinds & _OPTIONAL_KINDS:
+        if not kinds or kinds & OPTIONAL_KINDS:
             continue
         given = "seq" if sig[0] == "seq" else "tensor"
         if given not in kinds:
