@@ -771,6 +771,13 @@ MUTATIONS = [
     Mutation("CS6", "initializers encoded as bytes take the first shape written", "converter/value_encoding.py",
              "        dims = shapes.get(array.shape)\n", "        dims = next(iter(shapes.values()), None)\n",
              ("tests/test_value_encoding.py",)),
+    Mutation("SP7", "a captured Constant gets the first Constant's value", "eager/captured_values.py",
+             "slots.append(self.n_captured + number)", "slots.append(self.n_captured)",
+             ("tests/test_eager_run.py",)),
+    Mutation("SP8", "captured Constants listed after the fetched values", "eager/captured_values.py",
+             "            order.append(name)\n            slots.append(self.n_captured + number)\n",
+             "",
+             ("tests/test_eager_run.py",)),
 ]
 
 def _copy_tree(destination: Path) -> Path:

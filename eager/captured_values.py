@@ -25,7 +25,8 @@ refuses as a model of its own) rerun node by node, through the runner handed in.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Mapping, MutableMapping
+import operator
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -59,7 +60,7 @@ class CapturePlan:
     weight held in a Constant costs a captured run more than the model's own work.
     """
 
-    __slots__ = ("inner", "n_captured", "run_names", "steps")
+    __slots__ = ("_constants", "_gather", "_order", "inner", "n_captured", "run_names", "steps")
 
     def __init__(self, graph: onnx.GraphProto, selection: frozenset[str] | None, output_names: list[str],
                  functions: Mapping[tuple[str, str], Any]) -> None:
@@ -92,6 +93,36 @@ class CapturePlan:
         self.run_names = names
         self.inner = inner
         self.steps = steps
+        self._constants = [step[2] for step in steps if isinstance(step[2], np.ndarray)]
+        self._order, self._gather = self._flat_order()
+
+    def _flat_order(self) -> tuple[list[str], Callable[[Sequence[Any]], Any] | None]:
+        """For a plan without inner nodes: every captured name in execution order, and a
+        C-level gather that puts the session's results and the Constants' values in
+        that order (one ``dict.update`` per run instead of one per Constant)."""
+        if self.inner:
+            return [], None
+        constants = [step for step in self.steps if isinstance(step[2], np.ndarray)]
+        order: list[str] = []
+        slots: list[int] = []
+        start = 0
+        for number, (position, name, _) in enumerate(constants):
+            order += self.run_names[start:position]
+            slots += range(start, position)
+            order.append(name)
+            slots.append(self.n_captured + number)
+            start = position
+        order += self.run_names[start:self.n_captured]
+        slots += range(start, self.n_captured)
+        if len(slots) < 2:  # (itemgetter of one index gives the item, not a tuple)
+            return order, lambda pool: [pool[slot] for slot in slots]
+        return order, operator.itemgetter(*slots)
+
+    def gathered(self, results: list[Any]) -> tuple[list[str], Any] | None:
+        """(names, values) in execution order for a plan without inner nodes, else None."""
+        if self._gather is None:
+            return None
+        return self._order, self._gather(results[:self.n_captured] + self._constants)
 
 
 _CONSTANT_KINDS = frozenset("biuf")
@@ -132,6 +163,11 @@ def capture_graph(plan: CapturePlan, results: list[Any], scope: MutableMapping[s
     the Constant nodes' values in their place.
     ``scope``: every value the graph's reruns may read, by its own name (``branches``
     and ``rerun`` may be None for a plan without :attr:`CapturePlan.inner`)."""
+    flat = plan.gathered(results) if not prefix else None
+    if flat is not None:
+        names, values = flat
+        captured.update(zip(names, values))
+        return
     names = plan.run_names
     start = 0
     for position, index, step in plan.steps:

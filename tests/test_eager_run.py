@@ -80,6 +80,42 @@ def _if_model() -> onnx.ModelProto:
     )
 
 
+@pytest.mark.parametrize("constants_at", [(0,), (1,), (0, 2), (1, 3), (0, 1, 2, 3)])
+def test_captured_constants_keep_their_place_in_execution_order(constants_at) -> None:
+    """Constant nodes' values are read from the nodes, the others fetched from the
+    session: the captured values still come in node order, each equal to what
+    onnxruntime fetches for it and to the node-by-node run."""
+    nodes, previous = [], "x"
+    for index in range(4):
+        if index in constants_at:
+            value = onnx.numpy_helper.from_array(np.full((2,), index + 0.5, F32))
+            nodes.append(oh.make_node("Constant", [], [f"c{index}"], value=value))
+            nodes.append(oh.make_node("Add", [previous, f"c{index}"], [f"v{index}"]))
+        else:
+            nodes.append(oh.make_node("Relu" if index % 2 else "Neg", [previous], [f"v{index}"]))
+        previous = f"v{index}"
+    model = make_model(nodes, [oh.make_tensor_value_info("x", TF, [2])], [oh.make_tensor_value_info(previous, TF, [2])])
+    x = np.array([1.5, -2.0], F32)
+    result = eager.run(model, [x], capture=True)
+    assert list(result.values) == ["x", *(name for node in nodes for name in node.output)]
+    slow = eager.run(model, [x], capture=True, node_by_node=True)
+    assert list(slow.values) == list(result.values)
+    names = [name for node in nodes for name in node.output]
+    fetched = ort_run(_with_outputs(model, names), {"x": x})
+    for name, value in zip(names, fetched, strict=True):
+        np.testing.assert_array_equal(result.values[name], value, err_msg=name)
+        np.testing.assert_array_equal(slow.values[name], value, err_msg=name)
+
+
+def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """``model`` with every value in ``names`` as a graph output (float, shape [2])."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.output[:]
+    copy.graph.output.extend(oh.make_tensor_value_info(name, TF, [2]) for name in names)
+    return copy
+
+
 @pytest.mark.parametrize("x", [[1.0, 2.0], [-1.0, -2.0]])
 def test_if_with_outer_scope_values(x) -> None:
     model = _if_model()
