@@ -42,15 +42,10 @@ def caller_operands(count: int) -> list[str]:
     """The user's source text of the ``count`` operands of the running call or operator
     (``["x", "w"]`` for ``x @ w``); ``input 0``, ``input 1``... where it cannot be read."""
     fallback = [f"input {index}" for index in range(count)]
-    frame = user_frame()
-    span = expression_span(frame) if frame is not None else None
-    if frame is None or span is None:
+    running = _running_expression()
+    if running is None:
         return fallback
-    text = linecache.getline(frame.f_code.co_filename, span[0])[span[1]:span[2]]
-    try:
-        expression = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return fallback
+    text, expression = running
     if isinstance(expression, ast.BinOp):
         operands: list[ast.expr] = [expression.left, expression.right]
     elif isinstance(expression, ast.Call):
@@ -66,18 +61,24 @@ def assigned_attribute_owner() -> str | None:
     """The user's source text of ``owner`` in the running ``owner.attribute = ...`` (``"x"``
     in ``x.dtype = INT64.dtype``), as the compiler names it in the same error; None where
     it cannot be read."""
+    running = _running_expression()
+    if running is None or not isinstance(running[1], ast.Attribute):
+        return None
+    return ast.get_source_segment(running[0], running[1].value)
+
+
+def _running_expression() -> tuple[str, ast.expr] | None:
+    """(source text, parsed expression) of the user's expression running now; None where
+    the frame, its position or the text cannot be had."""
     frame = user_frame()
     span = expression_span(frame) if frame is not None else None
     if frame is None or span is None:
         return None
     text = linecache.getline(frame.f_code.co_filename, span[0])[span[1]:span[2]]
     try:
-        expression = ast.parse(text, mode="eval").body
+        return text, ast.parse(text, mode="eval").body
     except SyntaxError:
         return None
-    if not isinstance(expression, ast.Attribute):
-        return None
-    return ast.get_source_segment(text, expression.value)
 
 
 _UNPACK_BY_SITE: dict[tuple[CodeType, int], int | None] = {}
