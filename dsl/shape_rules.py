@@ -27,12 +27,13 @@ from dsl import ir, reduction_ranks
 from dsl.errors import DslTypeError
 from dsl.shape_rules_gemm_conv import GEMM_CONV_RULES
 from dsl.shape_rules_inputs import INPUT_RULES, expanded_rank
+from dsl.shape_sizes import Dim, Shape, shape_text
+from dsl.shape_sizes import differ as _differ
+from dsl.shape_sizes import is_static as _static
 
 __all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "SAME_SHAPE_OPS", "broadcast", "check_attributes", "has_rule", "infer",
            "shape_text"]
 
-Dim = int | str | None
-Shape = tuple[Dim, ...] | None
 
 # Ops whose inputs broadcast against each other (ONNX "multidirectional broadcasting").
 BROADCASTING_OPS = frozenset({
@@ -56,11 +57,6 @@ _REDUCE = frozenset({
 # Ops whose rule reads the value of a constant input (a target shape, axes, slice bounds).
 READS_CONSTANTS = frozenset({"Reshape", "Slice", "Unsqueeze", "Squeeze", "Expand", "ConstantOfShape"}) | (
     _REDUCE - {"ArgMax", "ArgMin"})
-
-
-def shape_text(shape: Sequence[Dim]) -> str:
-    """``[B, S, 256]``: a shape as the user wrote it (symbolic sizes by name, ``?`` unknown)."""
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def infer(
@@ -159,15 +155,6 @@ class _Call:
         return DslTypeError(f"{self.op_type}: {detail}", self.location, hint=hint)
 
 
-def _static(dim: Dim) -> bool:
-    return type(dim) is int or isinstance(dim, (int, np.integer))
-
-
-def _differ(left: Dim, right: Dim) -> bool:
-    """Whether two sizes are proven different: both static and unequal."""
-    return _static(left) and _static(right) and left != right
-
-
 def _product(dims: Sequence[Dim]) -> int | None:
     total = 1
     for dim in dims:
@@ -181,9 +168,9 @@ def _total(sizes: Sequence[Dim]) -> int | None:
     """The sum of sizes when all are static (the joined axis of a Concat)."""
     total = 0
     for size in sizes:
-        if not isinstance(size, (int, np.integer)):
+        if not _static(size):
             return None
-        total += int(size)
+        total += int(size)  # type: ignore[arg-type]
     return total
 
 

@@ -28,24 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
-from dsl.shape_rules_inputs import RuleCall, fits_into, shape_text
+from dsl.shape_rules_inputs import RuleCall, fits_into
+from dsl.shape_sizes import Dim, Shape, shape_text
+from dsl.shape_sizes import differ as _differ
+from dsl.shape_sizes import is_static as _static
 
 __all__ = ["GEMM_CONV_RULES"]
-
-Dim = int | str | None
-Shape = tuple[Dim, ...] | None
-
-
-def _static(dim: Dim) -> bool:  # (as dsl.shape_rules counts them: numpy integers too)
-    return type(dim) is int or isinstance(dim, (int, np.integer))
-
-
-def _differ(left: Dim, right: Dim) -> bool:
-    """Whether two sizes are proven different: both static and unequal."""
-    return _static(left) and _static(right) and left != right
-
 
 def _gemm(call: RuleCall) -> list[Shape]:
     a, b = call.shape(0), call.shape(1)

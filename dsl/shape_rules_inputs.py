@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from dsl.errors import DslTypeError
+from dsl.shape_sizes import Dim, shape_text
+from dsl.shape_sizes import differ as _differ
+from dsl.shape_sizes import is_static as _static
 
 __all__ = ["ELEMENT_RULES", "INPUT_RULES", "MODEL_ONLY_RULES", "RuleCall", "check_element_types", "check_inputs",
            "expanded_rank", "fits_into", "shape_text"]
-
-Dim = int | str | None
-
 
 class RuleCall(Protocol):
     """The view of one op application the rules read (``dsl.shape_rules``' call object)."""
@@ -45,19 +45,6 @@ class RuleCall(Protocol):
     def operand(self, index: int) -> str: ...
     def attribute(self, name: str, default: Any = None) -> Any: ...
     def fail(self, detail: str, hint: str) -> Exception: ...
-
-
-def shape_text(shape: Sequence[Dim]) -> str:
-    """``[B, S, 256]``: a shape as the user wrote it (``?`` for an unknown size)."""
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _static(dim: Dim) -> bool:
-    return isinstance(dim, int)
-
-
-def _differ(left: Dim, right: Dim) -> bool:
-    return _static(left) and _static(right) and left != right
 
 
 def fits_into(small: Sequence[Dim], large: Sequence[Dim]) -> int | None:

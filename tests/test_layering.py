@@ -65,6 +65,7 @@ PLACES: dict[str, tuple[int, str]] = {
     "dsl.shape_rules": (1, "knowledge"),
     "dsl.shape_rules_inputs": (1, "knowledge"),
     "dsl.shape_rules_gemm_conv": (1, "knowledge"),
+    "dsl.shape_sizes": (1, "knowledge"),
     "dsl.node_inference": (1, "knowledge"),
     "dsl.annotation_checks": (1, "knowledge"),
     "dsl.list_packing": (1, "knowledge"),
