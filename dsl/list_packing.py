@@ -20,6 +20,7 @@ import numpy as np
 
 from dsl import types
 from dsl.errors import DslTypeError
+from dsl.shape_sizes import shape_text
 
 __all__ = ["INTEGER_TYPES", "ListTensor", "packed_element_type"]
 
@@ -84,4 +85,4 @@ def _type_text(tensor: ListTensor) -> str:
         return f"{name}[...]"
     if not tensor.shape:
         return name
-    return name + "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]"
+    return name + shape_text(tensor.shape)

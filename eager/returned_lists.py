@@ -13,19 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from dsl import types
 from dsl.annotation_checks import NOT_A_TENSOR_HINT
 from dsl.errors import DslTypeError
-from dsl.list_packing import ListTensor, packed_element_type
 from eager import values
 from eager.annotation_sites import returned_expression
 from eager.call_site import caller_location
+from eager.list_inputs import element_texts, packed_array
 from eager.sequences import EagerSequence, is_tensor_item
 from eager.tensor import EagerTensor
 
 __all__ = ["is_returned_list", "packed_result"]
-
-_INT64 = 7
 
 
 def is_returned_list(item: Any) -> bool:
@@ -48,17 +45,6 @@ def packed_result(item: list[Any] | tuple[Any, ...], python_function: Any, count
               np.asarray(part) if is_tensor_item(part) else part for part in item]
     if not all(isinstance(part, (np.ndarray, int, float, np.integer, np.floating)) for part in arrays):
         raise DslTypeError(f"a {type(item).__name__} of tensors is not a tensor", location, hint=NOT_A_TENSOR_HINT)
-    texts = _texts(found[1] if found is not None else None, len(arrays))
-    described = [ListTensor(text, values.elem_type_of_array(part), part.shape) if isinstance(part, np.ndarray)
-                 else part for part, text in zip(arrays, texts)]
-    elem = packed_element_type(described, location)
-    dtype = types.numpy_dtype(elem if elem is not None else _INT64)
-    return EagerTensor(np.concatenate([np.asarray(part, dtype=dtype).reshape(-1) for part in arrays]))
-
-
-def _texts(node: ast.expr | None, length: int) -> list[str]:
-    """The items' source, as the compiler names them: ``a`` for ``[a, b]``, else ``<list>[0]``."""
-    if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == length:
-        return [ast.unparse(element) for element in node.elts]
-    written = ast.unparse(node) if node is not None else "result"
-    return [f"{written}[{position}]" for position in range(length)]
+    written = ast.unparse(found[1]) if found is not None and found[1] is not None else "result"
+    texts = element_texts(found[1] if found is not None else None, written, len(arrays))
+    return EagerTensor(packed_array(arrays, texts, location))
