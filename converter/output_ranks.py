@@ -68,7 +68,7 @@ def settle_output_ranks(model: onnx.ModelProto, wanted: list[str]) -> dict[str, 
             break
         for name in wanted:
             known = types.get(name)
-            if known is not None and known.HasField("tensor_type") and known.tensor_type.HasField("shape"):
+            if known is not None and _has_shape(known):
                 found[name] = known
         if len(found) == len(wanted) or opset is None or not _simplify(work.graph, types, opset):
             break
@@ -132,7 +132,7 @@ def _undecided_if(node: onnx.NodeProto, index: int) -> UndecidedRank | None:
         if not attribute.HasField("g") or index >= len(branch.output):
             return None
         declared = branch.output[index].type
-        if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
+        if not _has_shape(declared):
             return None
         ranks.append(len(declared.tensor_type.shape.dim))
     if len(set(ranks)) < 2:
@@ -248,9 +248,8 @@ def _reduction_rank(node: onnx.NodeProto, constants: dict[str, np.ndarray],
     if not node.input[1] or node.input[1] in constants:
         return None
     data, axes = types.get(node.input[0]), _static_dims(types.get(node.input[1]))
-    if not _has_shape(data) or axes is None:
+    if data is None or not _has_shape(data) or axes is None:
         return None
-    assert data is not None
     attributes = {a.name: a.i for a in node.attribute}
     shape = reduction_ranks.reduced_shape([None] * len(data.tensor_type.shape.dim), axes,
                                           bool(attributes.get("keepdims", 1)),
@@ -273,9 +272,8 @@ def _has_shape(found: onnx.TypeProto | None) -> bool:
 
 
 def _static_dims(found: onnx.TypeProto | None) -> list[int] | None:
-    if not _has_shape(found):
+    if found is None or not _has_shape(found):
         return None
-    assert found is not None
     dims = found.tensor_type.shape.dim
     if not all(dim.HasField("dim_value") for dim in dims):
         return None
