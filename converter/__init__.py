@@ -204,7 +204,9 @@ def merge(
 
     return _compose(
         [(first, "<first model>"), (second, "<second model>")],
-        lambda one, two: merge_models(one, two, list(io_map), prefix1=prefix1, prefix2=prefix2),
+        lambda models, values: merge_models(
+            models[0], models[1], list(io_map), prefix1=prefix1, prefix2=prefix2, read_values=(values[0], values[1])
+        ),
     )
 
 
@@ -231,7 +233,7 @@ def split(
 
     return _compose(
         [(parent, "<parent model>"), (left, "<left model>"), (right, "<right model>")],
-        lambda one, two, three: split_models(one, two, three, list(left_map), list(right_map)),
+        lambda models, values: split_models(models[0], models[1], models[2], list(left_map), list(right_map)),
     )
 
 
@@ -259,14 +261,16 @@ def join(
 
     return _compose(
         [(left, "<left model>"), (right, "<right model>"), (child, "<child model>")],
-        lambda one, two, three: join_models(one, two, three, list(left_map), list(right_map)),
+        lambda models, values: join_models(models[0], models[1], models[2], list(left_map), list(right_map)),
     )
 
 
 def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
     """``combine`` run on the models (ModelProtos or paths, each with the name errors give
     it) read into IR, the older ones converted up to the newest ai.onnx opset first (a bar
-    shows the time it takes, where that is long and a person watches)."""
+    shows the time it takes, where that is long and a person watches).  ``combine`` takes
+    the list of models and the list of their values by name as read (see
+    :func:`converter.from_onnx.model_and_values_from_proto`)."""
     from dsl.progress import working
 
     with working("composing the models"):
@@ -274,7 +278,7 @@ def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
 
 
 def _aligned_and_combined(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
-    from converter.from_onnx import model_from_proto
+    from converter.from_onnx import model_and_values_from_proto
     from converter.opset_conversion import convert_opset, onnx_opset
     from converter.to_onnx import model_to_proto
     from dsl.collection_pause import collection_paused
@@ -288,8 +292,8 @@ def _aligned_and_combined(models: list[tuple[Any, str]], combine: Any) -> onnx.M
     ]
     with collection_paused():  # reading, the passes and the writer build many small objects
         # (attributes held unread: the passes rewire values, the writer encodes each distinct set once)
-        read = [model_from_proto(proto, source=source, hold_attributes=True) for proto, source in aligned]
-        return model_to_proto(combine(*read))
+        read = [model_and_values_from_proto(proto, source=source, hold_attributes=True) for proto, source in aligned]
+        return model_to_proto(combine([model for model, _ in read], [values for _, values in read]))
 
 
 def _model_proto(model: Any, source: str) -> tuple[Any, str]:

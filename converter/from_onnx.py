@@ -34,7 +34,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from converter.proto_attributes import PLAIN_KINDS, ProtoAttributeReader
+from converter.proto_attributes import PLAIN_KINDS, ProtoAttributeReader, encoded_strings_size, fields_in_number_order
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
@@ -42,7 +42,10 @@ from dsl.errors import ModelLoadError
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["load_model", "from_proto", "model_from_proto", "function_from_proto", "graph_from_proto"]
+__all__ = [
+    "load_model", "from_proto", "model_from_proto", "model_and_values_from_proto", "function_from_proto",
+    "graph_from_proto",
+]
 
 _UNSEEN: Any = object()
 _LISTS = (ir.AttrKind.INTS, ir.AttrKind.FLOATS, ir.AttrKind.STRINGS)
@@ -138,18 +141,39 @@ def model_from_proto(
     reads them (see :mod:`converter.proto_attributes`): for a caller that rewires the model
     and writes it back, which then encodes each distinct set of attributes once."""
     with collection_paused():
-        return _model_from_proto(proto, source, folder, until, hold_attributes)
+        return _model_from_proto(proto, source, folder, until, hold_attributes)[0]
+
+
+def model_and_values_from_proto(
+    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None, hold_attributes: bool = False,
+) -> tuple[ir.Model, dict[str, ir.Value] | None]:
+    """:func:`model_from_proto`, and the main graph's values by name as read, where those are
+    every value of the graph (None where not: a node holds a subgraph, or a value_info entry
+    names a value nothing defines).  The reader binds each name once while it reads, so a
+    pass that needs every value of a model it has just been handed (the merge renames them)
+    takes this map instead of walking the graph; it is valid until a name changes.
+
+    >>> model, values = model_and_values_from_proto(onnx.load("model.onnx"))   # doctest: +SKIP
+    >>> values["x"] is model.graph.inputs[0]                                   # doctest: +SKIP
+    True
+    """
+    with collection_paused():
+        return _model_from_proto(proto, source, folder, None, hold_attributes)
 
 
 def _model_from_proto(
     proto: onnx.ModelProto, source: str, folder: str | None = None, until: Iterable[str] | None = None,
     hold_attributes: bool = False,
-) -> ir.Model:
+) -> tuple[ir.Model, dict[str, ir.Value] | None]:
     reader = _Reader(source, folder, hold_attributes)
     reader.until = None if until is None else set(until)
     functions = reader.declare_functions(list(proto.functions))
     graph = reader.graph(proto.graph, None)
     reader.fill_functions()
+    return _model(proto, graph, functions), reader.main_values
+
+
+def _model(proto: onnx.ModelProto, graph: ir.Graph, functions: list[ir.Function]) -> ir.Model:
     return ir.Model(
         graph=graph,
         functions=functions,
@@ -212,6 +236,9 @@ class _Reader(ProtoAttributeReader):
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.until: set[str] | None = None  # the main graph's: see model_from_proto
+        # the main graph's values by name, where they are all of its values (see model_and_values_from_proto)
+        self.main_values: dict[str, ir.Value] | None = None
+        self._whole = True  # (false once a graph being read holds a subgraph or an undefined value_info name)
 
     # ------------------------------------------------------------------ functions
 
@@ -322,6 +349,8 @@ class _Reader(ProtoAttributeReader):
                 value.doc_string = value_proto.doc_string
             graph.outputs.append(value)
         self._value_info(proto.value_info, graph, scope, until is not None)
+        if parent is None:
+            self.main_values = values if self._whole else None
         return graph
 
     def _value_info(self, value_infos: Any, graph: ir.Graph, scope: _Scope, bound_only: bool = False) -> None:
@@ -336,6 +365,7 @@ class _Reader(ProtoAttributeReader):
                 if bound_only:
                     continue  # (or a value of a node not read)
                 value = ir.Value(name)
+                self._whole = False
             type_proto = value_proto.type
             declared = known_types.get(type_proto.SerializeToString(), _UNSEEN)
             if declared is _UNSEEN:
@@ -370,29 +400,54 @@ class _Reader(ProtoAttributeReader):
         serialized = _serialized_attribute()
         Tensor = ir.Tensor
         functions = self.functions
+        node_tails, held_tail = self.node_tails, self.held_tail
+        wire_node, has_field = _wire_node(), _has_field()
+        tails_readable = hold and fields_in_number_order()
         for node_proto in node_protos:
-            domain = node_proto.domain
+            attribute_field = node_proto.attribute
             names = node_proto.input[:]  # (slicing a repeated field beats iterating it)
-            # ("" is never bound, so an omitted input reads None like an unresolved one)
-            inputs: list[ir.Value | None] = list(map(get, names))
-            node = Node(
-                node_proto.op_type, "" if domain == "ai.onnx" else domain, inputs, [], {},
-                node_proto.name, node_proto.overload, node_proto.doc_string,
-            )
-            if node_proto.metadata_props:  # (exporters' stack traces and module names)
-                node.metadata_props = {p.key: p.value for p in node_proto.metadata_props}
-            if None in inputs:  # omitted optional inputs, values defined later or outside
-                unresolved.append((node, names, node_proto))
             output_field = node_proto.output
             # (one output, the usual case, is read by index: cheaper than slicing the field)
             output_names = [output_field[0]] if len(output_field) == 1 else output_field[:]
+            # ("" is never bound, so an omitted input reads None like an unresolved one)
+            inputs: list[ir.Value | None] = list(map(get, names))
+            node_name = node_proto.name
+            tail = None
+            if attribute_field and tails_readable:
+                # Held unread: everything after the names is one key (see held_tail), read once.
+                raw = wire_node(node_proto)
+                strings = names + output_names
+                if node_name or has_field(node_proto, "name"):
+                    strings.append(node_name)
+                joined = "".join(strings)
+                if joined.isascii() and (len(joined) < 128 or max(map(len, strings)) < 128):
+                    start = len(joined) + 2 * len(strings)  # (a tag byte and a length byte a name)
+                else:
+                    start = encoded_strings_size(strings)
+                tail = node_tails.get(raw[start:]) or held_tail(raw, start, node_proto, scope)
+            if tail:
+                op_type, domain, overload, doc_string, metadata_props, keys = tail  # type: ignore[misc]  # (truthy: a NodeTail)
+                node = Node(op_type, domain, inputs, [], {}, node_name, overload, doc_string)
+                if metadata_props is not None:
+                    node.metadata_props = dict(metadata_props)
+                node.hold_unread_attributes(keys, decode_held)
+                attribute_field = ()
+            else:
+                domain = node_proto.domain
+                node = Node(
+                    node_proto.op_type, "" if domain == "ai.onnx" else domain, inputs, [], {},
+                    node_name, node_proto.overload, node_proto.doc_string,
+                )
+                if node_proto.metadata_props:  # (exporters' stack traces and module names)
+                    node.metadata_props = {p.key: p.value for p in node_proto.metadata_props}
+            if None in inputs:  # omitted optional inputs, values defined later or outside
+                unresolved.append((node, names, node_proto))
             outputs = node.outputs
             for name in output_names:
                 value = Value(name, None, node)
                 outputs.append(value)
                 if name and setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
                     raise self._defined_twice(name, node_proto, where)
-            attribute_field = node_proto.attribute
             if attribute_field and hold:
                 # (held unread where every attribute may be: see converter.proto_attributes)
                 keys = tuple(map(serialized, attribute_field))
@@ -442,6 +497,8 @@ class _Reader(ProtoAttributeReader):
             for index, name in enumerate(names):
                 if name and inputs[index] is None:
                     inputs[index] = self._use(scope, name, functools.partial(_describe_input, node_proto, where))
+        if subgraphs:
+            self._whole = False
         for attr, attr_proto in subgraphs:
             if attr.kind == ir.AttrKind.GRAPH:
                 attr.value = self.graph(attr_proto.g, scope)
@@ -476,6 +533,20 @@ def _serialized_attribute() -> Callable[[Any], bytes]:
     import onnx
 
     return onnx.AttributeProto.SerializeToString
+
+
+@functools.cache
+def _wire_node() -> Callable[[Any], bytes]:
+    import onnx
+
+    return onnx.NodeProto.SerializeToString
+
+
+@functools.cache
+def _has_field() -> Callable[[Any, str], bool]:
+    import onnx
+
+    return onnx.NodeProto.HasField
 
 
 def _bound_unless_omitted(values: dict[str, ir.Value], name: str) -> ir.Value | None:

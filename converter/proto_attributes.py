@@ -15,6 +15,7 @@ once when first met, so a malformed attribute fails while reading, as it does un
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from converter.proto_values import ProtoValueReader, text
@@ -24,7 +25,7 @@ from dsl.errors import ModelLoadError
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["ProtoAttributeReader"]
+__all__ = ["ProtoAttributeReader", "NodeTail", "fields_in_number_order", "encoded_strings_size"]
 
 _PLAIN_ATTRIBUTE_BYTES = 256  # serialized attributes up to this size are remembered (see remember_plain)
 # FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS: the kinds remembered and held
@@ -36,6 +37,38 @@ _EXTERNAL = 1  # TensorProto.EXTERNAL
 # (name, kind, value, doc string) of an attribute; a list value is copied for each node,
 # a TENSOR's value is its Tensor's fields, the array read-only and shared
 Template = tuple[str, ir.AttrKind, Any, str]
+# (op_type, domain, overload, doc string, metadata_props, serialized attributes) of a node
+# whose attributes are held unread: see ProtoAttributeReader.held_tail
+NodeTail = tuple[str, str, str, str, "dict[str, str] | None", tuple[bytes, ...]]
+
+
+@functools.cache
+def fields_in_number_order() -> bool:
+    """Whether the installed protobuf writes a NodeProto's inputs, outputs and name first,
+    in that order, whatever order they were set in (what :meth:`ProtoAttributeReader.held_tail`
+    relies on; where not, nodes are read field by field)."""
+    import onnx
+
+    node = onnx.NodeProto()
+    node.metadata_props.add(key="k", value="v")
+    node.overload, node.domain, node.doc_string = "o", "d", "s"
+    node.attribute.add(name="a", type=onnx.AttributeProto.INT, i=1)
+    node.op_type, node.name = "Op", "n"
+    node.output.append("y")
+    node.input.append("x")
+    return node.SerializeToString().startswith(b"\n\x01x\x12\x01y\x1a\x01n\"\x02Op")
+
+
+def encoded_strings_size(strings: list[str]) -> int:
+    """The bytes that ``strings`` take as length-delimited fields of numbers below 16."""
+    size = 0
+    for text_ in strings:
+        length = len(text_.encode("utf-8"))
+        size += 2 + length
+        while length >= 128:  # (a length is a varint: 7 bits a byte)
+            length >>= 7
+            size += 1
+    return size
 
 
 def made(template: Template) -> ir.Attr:
@@ -60,6 +93,8 @@ class ProtoAttributeReader(ProtoValueReader):
         self.held: dict[bytes, Template | bool] = {}
         # the tuples of serialized attributes a node may hold unread (one lookup a node)
         self.holdable: set[tuple[bytes, ...]] = set()
+        # a serialized node's fields after its names -> what they say, or False (see held_tail)
+        self.node_tails: dict[bytes, NodeTail | bool] = {}
 
     def graph(self, proto: onnx.GraphProto, parent: Any) -> ir.Graph:
         raise NotImplementedError  # (the proto reader reads graphs, with its scopes)
@@ -142,6 +177,36 @@ class ProtoAttributeReader(ProtoValueReader):
             self.holdable.add(keys)
             return True
         return False
+
+    def held_tail(self, wire: bytes, start: int, proto: onnx.NodeProto, scope: Any) -> NodeTail | bool:
+        """What the fields of the serialized node ``wire`` after its names (from ``start``)
+        say, remembered under those bytes for the next node that has them; False where the
+        node's attributes cannot be held (see :meth:`learn_held`) or the names do not take
+        ``start`` bytes.
+
+        The reader hands every node with attributes here: a model's nodes repeat a few such
+        tails (a Conv's op type and attributes), so one serialization and one lookup a node
+        replace reading six fields and serializing each attribute.  Protobuf writes a node's
+        fields in field-number order (:func:`fields_in_number_order` checks this once), and
+        inputs, outputs and name are fields 1-3: what follows them is the rest of the node."""
+        import onnx
+
+        names = onnx.NodeProto()
+        names.input.extend(proto.input)
+        names.output.extend(proto.output)
+        if proto.HasField("name"):
+            names.name = proto.name
+        tail: NodeTail | bool = False
+        if names.SerializeToString() == wire[:start]:
+            attributes = proto.attribute
+            keys = tuple(map(onnx.AttributeProto.SerializeToString, attributes))
+            if keys in self.holdable or self.learn_held(keys, attributes, scope):
+                domain = proto.domain
+                metadata_props = {p.key: p.value for p in proto.metadata_props} or None
+                tail = (proto.op_type, "" if domain == "ai.onnx" else domain, proto.overload, proto.doc_string,
+                        metadata_props, keys)
+        self.node_tails[wire[start:]] = tail
+        return tail
 
     def decode_held(self, keys: tuple[bytes, ...]) -> dict[str, ir.Attr]:
         """The attributes a node held unread under ``keys`` (see :meth:`learn_held`)."""

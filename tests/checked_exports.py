@@ -263,9 +263,11 @@ def install() -> None:
                 replaced[id(current)] = wrapped
     import converter.from_onnx as from_onnx
 
-    read = from_onnx.model_from_proto
-    if not hasattr(read, _WRAPPED):
-        replaced[id(read)] = from_onnx.model_from_proto = _reading(read)
+    for reader_name in ("model_from_proto", "model_and_values_from_proto"):
+        read = getattr(from_onnx, reader_name)
+        if not hasattr(read, _WRAPPED):
+            replaced[id(read)] = _reading(read)
+            setattr(from_onnx, reader_name, replaced[id(read)])
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name.partition(".")[0] not in ("dsl", "converter", "eager"):
             continue

@@ -403,3 +403,52 @@ def test_a_chain_merged_with_a_copy_of_itself_computes_both() -> None:
     merged = check_merge(chain_of(40, typed=True), chain_of(40, typed=True), [("y", "x")])
     names = [n.name for n in merged.graph.node]
     assert len(set(names)) == 80 and names[40:] == [f"n{i}_1" for i in range(40)]
+
+
+# ------------------------------------------------- values by name from the reader
+
+
+def _with_if(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with an If whose branches read its value ``h``."""
+    then_branch = helper.make_graph([helper.make_node("Neg", ["h"], ["t"])], "then", [], [vi("t", [1, 4])])
+    else_branch = helper.make_graph([helper.make_node("Abs", ["h"], ["e"])], "else", [], [vi("e", [1, 4])])
+    model.graph.node.extend([
+        helper.make_node("ReduceSum", ["h"], ["h_sum"], keepdims=0),
+        helper.make_node("Cast", ["h_sum"], ["c"], to=TensorProto.BOOL),
+        helper.make_node("If", ["c"], ["branched"], then_branch=then_branch, else_branch=else_branch),
+    ])
+    model.graph.output.append(vi("branched", [1, 4]))
+    return model
+
+
+def test_the_reader_lists_every_value_by_name_or_says_it_cannot() -> None:
+    from converter.from_onnx import model_and_values_from_proto
+    from dsl.passes.prefix import graph_values
+
+    model, values = model_and_values_from_proto(relu_add())
+    assert values is not None
+    assert list(values) == ["W", "x", "h", "y"] and all(values[name].name == name for name in values)
+    assert set(map(id, values.values())) == set(map(id, graph_values(model.graph)))
+    assert model_and_values_from_proto(_with_if(relu_add()))[1] is None  # (the branches' values are not listed)
+    detached = relu_add()
+    detached.graph.value_info.append(vi("nobody", [1]))  # (describes a value nothing defines)
+    assert model_and_values_from_proto(detached)[1] is None
+
+
+@pytest.mark.parametrize("options", [{}, {"prefix1": "a_"}, {"prefix2": "b_"}, {"prefix1": "x", "prefix2": "x"}])
+@pytest.mark.parametrize("shape", ["plain", "if", "detached value_info"])
+def test_merging_with_the_readers_values_is_merging_without(options: dict[str, str], shape: str) -> None:
+    def model(maker: Any) -> onnx.ModelProto:
+        proto = maker()
+        if shape == "if":
+            proto = _with_if(proto)
+        elif shape == "detached value_info":
+            proto.graph.value_info.append(vi("h_1", [1, 4]))
+        return proto
+
+    first, second = model(relu_add), model(mul_sub)
+    walked = merge_models(model_from_proto(first), model_from_proto(second), [("y", "x")], **options)
+    from converter.to_onnx import model_to_proto
+
+    assert converter.merge(first, second, [("y", "x")], **options) == model_to_proto(walked)
+    check_merge(first, second, [("y", "x")], **options)

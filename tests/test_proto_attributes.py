@@ -162,3 +162,102 @@ def test_held_nodes_hold_no_subgraphs_and_are_not_decoded_to_tell():
     assert [list(ir.subgraphs(node)) for node in nodes] == [[]] * len(nodes)
     assert len(list(ir.walk(held.graph))) == len(nodes)
     assert sum(node.unread_attributes is not None for node in nodes) == len(nodes) - 2  # (the Unsqueezes)
+
+
+# ------------------------------------------------------------------------- node tails
+
+
+def _awkwardly_named_model() -> onnx.ModelProto:
+    """Nodes with attributes whose names make the bytes before a node's tail hard to
+    count: non-ASCII, 200 bytes, a total past 127 of short names, a name set to "" and
+    none at all, an omitted input; with doc strings, metadata, domains and overloads."""
+    long_name = "n" * 200
+    specs = [  # (inputs, output, node name or None for unset)
+        (["x"], "é_out", "ünïcode"),
+        (["é_out"], long_name, "long"),
+        ([long_name], "a" * 60, "b" * 60),
+        (["a" * 60], "p", ""),
+        (["p"], "q", None),
+        (["q", ""], "r", "omitted_input"),
+    ]
+    nodes = []
+    for index, (inputs, output, name) in enumerate(specs):
+        node = helper.make_node("LeakyRelu" if len(inputs) == 1 else "Clip", inputs, [output],
+                                domain="ai.onnx" if index % 2 else "")
+        if len(inputs) == 1:
+            node.attribute.append(helper.make_attribute("alpha", 0.25 + index))
+        else:
+            node.attribute.append(helper.make_attribute("unused", 1))  # (Clip has no attributes: read, not run)
+        if name is None:
+            node.ClearField("name")
+        else:
+            node.name = name
+        if index in (1, 4):
+            node.doc_string = f"doc {index}"
+            node.metadata_props.add(key="module", value=f"layer{index}")
+        nodes.append(node)
+    graph = helper.make_graph(nodes, "awkward", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, [3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _node_fields(node: ir.Node) -> tuple[object, ...]:
+    return (node.op_type, node.domain, node.name, node.overload, node.doc_string, node.metadata_props,
+            [None if v is None else v.name for v in node.inputs], [v.name for v in node.outputs],
+            _attribute_values(node))
+
+
+def test_nodes_read_through_their_tails_are_the_nodes_read_field_by_field():
+    proto = _awkwardly_named_model()
+    assert not proto.graph.node[4].HasField("name") and proto.graph.node[3].HasField("name")
+    held = model_from_proto(proto, hold_attributes=True)
+    plain = model_from_proto(proto)
+    assert all(node.unread_attributes is not None for node in held.graph.nodes)
+    assert [_node_fields(node) for node in held.graph.nodes] == [_node_fields(node) for node in plain.graph.nodes]
+    assert model_to_proto(model_from_proto(proto, hold_attributes=True)) == model_to_proto(plain)
+
+
+def test_every_node_of_real_models_is_read_through_its_tail():
+    from converter.from_onnx import _Reader
+
+    protos = [_awkwardly_named_model()] + [_light(name) for name in MODELS]
+    for proto in protos:
+        reader = _Reader("<model>", None, True)
+        reader.graph(proto.graph, None)
+        assert reader.node_tails and all(reader.node_tails.values())
+        # (a model repeats a few tails: one entry a distinct op type and attribute set)
+        assert len(reader.node_tails) <= sum(1 for node in proto.graph.node if node.attribute)
+
+
+def test_equal_tails_give_each_node_its_own_metadata():
+    proto = _awkwardly_named_model()
+    proto.graph.node[1].metadata_props[0].value = proto.graph.node[4].metadata_props[0].value = "same"
+    proto.graph.node[1].doc_string = proto.graph.node[4].doc_string = "same"
+    proto.graph.node[4].attribute[0].f = proto.graph.node[1].attribute[0].f
+    proto.graph.node[4].domain = proto.graph.node[1].domain
+    nodes = model_from_proto(proto, hold_attributes=True).graph.nodes
+    assert nodes[1].metadata_props == nodes[4].metadata_props == {"module": "same"}
+    nodes[1].metadata_props["module"] = "changed"
+    assert nodes[4].metadata_props == {"module": "same"}
+
+
+def test_a_miscounted_tail_is_caught_and_read_field_by_field(monkeypatch):
+    # The bytes before a tail are counted from the names; were they miscounted, the tail's
+    # first reading compares them with the names' own encoding and reads the node field by field.
+    import converter.from_onnx as from_onnx
+
+    proto = _awkwardly_named_model()
+    expected = [_node_fields(node) for node in model_from_proto(proto).graph.nodes]
+    # (past the end: every node counted so has the empty tail, which must not make them one)
+    monkeypatch.setattr(from_onnx, "encoded_strings_size", lambda strings: 1 << 20)
+    held = model_from_proto(proto, hold_attributes=True)
+    assert [_node_fields(node) for node in held.graph.nodes] == expected
+
+
+def test_protobuf_writes_a_nodes_names_first():
+    from converter.proto_attributes import encoded_strings_size, fields_in_number_order
+
+    assert fields_in_number_order()  # (were it not, nodes would be read field by field: slower, not wrong)
+    names = ["é" * 70, "x", ""]
+    node = onnx.NodeProto(input=names[:2], name=names[2])
+    assert encoded_strings_size(names) == len(node.SerializeToString())

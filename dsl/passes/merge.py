@@ -41,7 +41,14 @@ from operator import attrgetter, not_
 
 from dsl import ir
 from dsl.errors import ConversionError, DslError, DslNameError, DslTypeError
-from dsl.passes.prefix import GraphContents, PrefixPass, graph_contents, model_functions, same_function
+from dsl.passes.prefix import (
+    GraphContents,
+    PrefixPass,
+    graph_contents,
+    model_functions,
+    read_graph_contents,
+    same_function,
+)
 from dsl.passes.protocol import PassResult
 
 __all__ = ["MergePass", "merge_models", "split_models", "join_models", "IoMap"]
@@ -77,11 +84,15 @@ def merge_models(
     prefix1: str | None = None,
     prefix2: str | None = None,
     keep_outputs: Collection[str] = (),
+    read_values: tuple[dict[str, ir.Value] | None, dict[str, ir.Value] | None] = (None, None),
 ) -> ir.Model:
     """One model computing ``first`` and then ``second``, wired by ``io_map`` (in place; see the module).
 
     ``keep_outputs`` names outputs of the first model that stay outputs of the result
     even though the map consumes them (:func:`split_models` feeds them on to a third model).
+    ``read_values``: each model's values by name as its reader made them, where the caller
+    has them (``converter.from_onnx.model_and_values_from_proto``; the models unchanged since),
+    so that the pass need not walk the graphs to find every value it may rename.
 
     >>> merged = merge_models(preprocess, classifier, io_map=[("image", "data_0")])   # doctest: +SKIP
     >>> [v.name for v in merged.graph.outputs]                                         # doctest: +SKIP
@@ -95,9 +106,9 @@ def merge_models(
     pairs = _resolve(first, second, list(io_map))
     kept = {id(v) for v in first.graph.outputs if v.name in set(keep_outputs)}
     _check_opsets(first, second)
+    first_contents = read_graph_contents(first.graph, read_values[0])
     if prefix1:
-        PrefixPass(prefix1)(first)
-    first_contents = graph_contents(first.graph)
+        PrefixPass(prefix1, contents=first_contents)(first)
     first_functions = model_functions(first, first_contents.nodes)
     taken_values = first_contents.value_names
     taken_values.update(first.graph.sparse_initializers)
@@ -106,6 +117,7 @@ def merge_models(
         taken_values=taken_values,
         taken_nodes=first_contents.node_names,
         taken_functions=first_functions,
+        contents=read_graph_contents(second.graph, read_values[1]),
     )
     renamer(second)
     second_contents = renamer.contents or graph_contents(second.graph)

@@ -38,8 +38,8 @@ from dsl import ir
 from dsl.passes.protocol import PassResult, T
 
 __all__ = [
-    "PrefixPass", "same_function", "graph_contents", "GraphContents", "graph_values", "graph_node_names",
-    "model_functions", "FunctionKey",
+    "PrefixPass", "same_function", "graph_contents", "read_graph_contents", "GraphContents", "graph_values",
+    "graph_node_names", "model_functions", "FunctionKey",
 ]
 
 FunctionKey = tuple[str, str, str]  # (domain, name, overload)
@@ -71,6 +71,7 @@ class PrefixPass:
         taken_values: Collection[str] = (),
         taken_nodes: Collection[str] = (),
         taken_functions: Collection[ir.Function] = (),
+        contents: GraphContents | None = None,
     ) -> None:
         self.prefix = prefix or ""
         # (only read: a set given is kept as it is, not copied)
@@ -78,13 +79,18 @@ class PrefixPass:
         self.taken_nodes: AbstractSet[str] = taken_nodes if isinstance(taken_nodes, (set, frozenset)) else set(taken_nodes)
         self.taken_functions = list(taken_functions)
         # The walk of the last call: renaming changes no structure, so a caller that goes
-        # on with the same graph (the merge pass) reads it instead of walking again.
-        self.contents: GraphContents | None = None
+        # on with the same graph (the merge pass) reads it instead of walking again.  Given,
+        # it is the contents of the graph the pass is called on (the caller walked it, or read it).
+        self.contents: GraphContents | None = contents
 
     def __call__(self, target: T) -> PassResult[T]:
         graph = target.graph
-        contents = self.contents = graph_contents(graph)
+        contents = self.contents
+        if contents is None or contents.graphs[0] is not graph:
+            contents = self.contents = graph_contents(graph)
         modified = _rename_values(graph, contents.values, self.prefix, self.taken_values)
+        if modified:
+            contents.read_values = None  # (its names are the old ones)
         modified = _rename_nodes(contents.nodes, self.prefix, self.taken_nodes) or modified
         if isinstance(target, ir.Model):
             modified = _rename_functions(target, self.taken_functions, contents.nodes) or modified
@@ -101,10 +107,16 @@ class GraphContents:
 
     nodes: list[ir.Node]
     graphs: list[ir.Graph]  # the graph itself, then its subgraphs
+    # Every named value by name, as the reader of a model just read bound them (see
+    # read_graph_contents); None once a name may have changed, or when not known.
+    read_values: dict[str, ir.Value] | None = None
 
     @property
     def values(self) -> list[ir.Value]:
-        """Every value defined or read, each once, in a stable order."""
+        """Every value defined or read, each once, in a stable order (values named "",
+        omitted outputs, may be left out of the reader's)."""
+        if self.read_values is not None:
+            return list(self.read_values.values())
         # (Values hash by identity; a repeated key keeps its first position; None is an omitted input.)
         found = dict.fromkeys(chain.from_iterable(self._value_lists()))
         found.pop(None, None)
@@ -113,6 +125,8 @@ class GraphContents:
     @property
     def value_names(self) -> set[str]:
         """The names of :attr:`values` (one pass, no ordered list built)."""
+        if self.read_values is not None:
+            return set(self.read_values)
         return set(map(_NAME, filter(None, chain.from_iterable(self._value_lists()))))
 
     def _value_lists(self) -> Iterator[list[Any]]:
@@ -127,7 +141,9 @@ class GraphContents:
     @property
     def node_names(self) -> set[str]:
         """The names of the nodes (empty names left out)."""
-        return {node.name for node in self.nodes if node.name}
+        names = set(map(_NAME, self.nodes))
+        names.discard("")
+        return names
 
 
 def graph_contents(graph: ir.Graph) -> GraphContents:
@@ -136,6 +152,15 @@ def graph_contents(graph: ir.Graph) -> GraphContents:
         return GraphContents(list(graph.nodes), [graph])
     nodes = [node for node, _ in ir.walk(graph)]
     return GraphContents(nodes, [graph] + [sub for node in nodes if ir.may_hold_subgraphs(node) for sub in ir.subgraphs(node)])
+
+
+def read_graph_contents(graph: ir.Graph, values: dict[str, ir.Value] | None) -> GraphContents:
+    """The contents of ``graph``, given ``values``: every named value of it by name, as the
+    reader that just made it bound them (``converter.from_onnx.model_and_values_from_proto``:
+    a graph with no subgraph); walked as :func:`graph_contents` where ``values`` is None."""
+    if values is None:
+        return graph_contents(graph)
+    return GraphContents(list(graph.nodes), [graph], values)
 
 
 def graph_values(graph: ir.Graph) -> list[ir.Value]:
