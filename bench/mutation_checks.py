@@ -262,4 +262,7 @@ CHECK_MUTATIONS = [
              ("tests/test_proto_attributes.py",)),
     Mutation("NT5", "long ASCII names counted as taking one length byte", "converter/from_onnx.py",
              "(len(joined) < 128 or max(map(len, strings)) < 128)", "True", ("tests/test_proto_attributes.py",)),
+    Mutation("NT6", "a node made held at once does not hold its key", "dsl/ir.py",
+             "node.unread_attributes, node._decode_attributes = key, decode",
+             "node.unread_attributes, node._decode_attributes = None, decode", ("tests/test_proto_attributes.py",)),
 ]

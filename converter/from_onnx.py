@@ -394,7 +394,7 @@ class _Reader(ProtoAttributeReader):
         get: Callable[[str], ir.Value | None] = values.get
         if "" in values:  # (a malformed input named ""; "" as a node input means "omitted")
             get = functools.partial(_bound_unless_omitted, values)
-        Node, Value, Attr, TENSOR = ir.Node, ir.Value, ir.Attr, ir.AttrKind.TENSOR
+        Node, Value, Attr, TENSOR, held_node = ir.Node, ir.Value, ir.Attr, ir.AttrKind.TENSOR, ir.held_node
         attribute, plain_attributes, remember_plain = self.attribute, self.plain_attributes, self.remember_plain
         hold, holdable, learn_held, decode_held = self.hold_attributes, self.holdable, self.learn_held, self.decode_held
         serialized = _serialized_attribute()
@@ -427,10 +427,9 @@ class _Reader(ProtoAttributeReader):
                 tail = node_tails.get(raw[start:]) or held_tail(raw, start, node_proto, scope)
             if tail:
                 op_type, domain, overload, doc_string, metadata_props, keys = tail  # type: ignore[misc]  # (truthy: a NodeTail)
-                node = Node(op_type, domain, inputs, [], {}, node_name, overload, doc_string)
+                node = held_node(op_type, domain, inputs, node_name, overload, doc_string, keys, decode_held)
                 if metadata_props is not None:
                     node.metadata_props = dict(metadata_props)
-                node.hold_unread_attributes(keys, decode_held)
                 attribute_field = ()
             else:
                 domain = node_proto.domain

@@ -289,12 +289,12 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                     names[value] = name
                 else:
                     name = define_output(value, node, index)
-                if not name:  # omitted: a later read may name it in the written proto
-                    raise _NeedsProto
+                    if not name:  # omitted: a later read may name it in the written proto
+                        raise _NeedsProto
                 raw = name.encode("utf-8")
-                size = short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))
-                reads[value] = INPUT + size + raw
-                parts.append(OUTPUT + size + raw)
+                sized = (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw
+                reads[value] = INPUT + sized
+                parts.append(OUTPUT + sized)
             if node.callee is None:
                 op_type = node.op_type
                 parts.append(op_type_fields.get(op_type) or op_type_field(op_type))

@@ -261,3 +261,20 @@ def test_protobuf_writes_a_nodes_names_first():
     names = ["é" * 70, "x", ""]
     node = onnx.NodeProto(input=names[:2], name=names[2])
     assert encoded_strings_size(names) == len(node.SerializeToString())
+
+
+def test_a_held_node_made_at_once_is_the_node_held_afterwards():
+    def decode(key: object) -> dict[str, ir.Attr]:
+        return {"alpha": ir.Attr("alpha", ir.AttrKind.FLOAT, 0.5)}
+
+    inputs: list[ir.Value | None] = [ir.Value("x")]
+    made = ir.held_node("LeakyRelu", "", inputs, "n", "o", "d", ("key",), decode)
+    held = ir.Node("LeakyRelu", "", inputs, [], {}, "n", "o", "d")
+    held.hold_unread_attributes(("key",), decode)
+    assert type(made) is type(held)
+    for slot in ir.Node.__slots__:  # (a slot added to Node and not set here would fail on read)
+        if slot != "attributes":
+            assert getattr(made, slot) == getattr(held, slot), slot
+    assert made.outputs is not held.outputs
+    assert _attribute_values(made) == _attribute_values(held) == {"alpha": (int(ir.AttrKind.FLOAT), "", 0.5)}
+    assert type(made) is ir.Node and made.unread_attributes is None
