@@ -265,4 +265,10 @@ CHECK_MUTATIONS = [
     Mutation("NT6", "a node made held at once does not hold its key", "dsl/ir.py",
              "node.unread_attributes, node._decode_attributes = key, decode",
              "node.unread_attributes, node._decode_attributes = None, decode", ("tests/test_proto_attributes.py",)),
+    Mutation("SQ1", "a list of tensors where an op takes a sequence is refused as a tensor", "dsl/frontend/calls.py",
+             "            if items is not None:\n                inputs.append(self.sequence_value(op, items, operands, node))",
+             "            if False:\n                inputs.append(self.sequence_value(op, items, operands, node))",
+             ("tests/test_eager_sequences.py",)),
+    Mutation("SQ2", "an empty sequence for SequenceInsert is FLOAT whatever is inserted", "dsl/frontend/calls.py",
+             "            elem = self.ctx.elem(operands[1])", "            elem = None", ("tests/test_eager_sequences.py",)),
 ]

@@ -403,3 +403,69 @@ def test_results_the_compiler_rejects_fail_eagerly_too() -> None:
         _ = returns_a_dict.function
     with pytest.raises(DslTypeError, match="result 0 is a dict, which is not a tensor"):
         returns_a_dict(x)
+
+
+# ------------------------------------------------- Python lists where an op takes a sequence
+
+
+@script()
+def concat_listed(a: FLOAT["N"], b: FLOAT["M"]) -> FLOAT["K"]:
+    return op.ConcatFromSequence([a, b], axis=0)
+
+
+@script()
+def concat_appended(a: FLOAT["N"], b: FLOAT["M"]) -> FLOAT["K"]:
+    parts = [a]
+    parts.append(b * 2.0)
+    return op.ConcatFromSequence(parts, axis=0)
+
+
+@script()
+def concat_tupled(a: FLOAT["N"], b: FLOAT["M"]) -> FLOAT["K"]:
+    return op.ConcatFromSequence((a, b), axis=0)
+
+
+@script()
+def length_after_insert(a: INT32["N"]) -> tuple[INT64, INT32["N"]]:
+    seq = op.SequenceInsert([], a)
+    return op.SequenceLength(seq), op.SequenceAt(seq, 0)
+
+
+@script()
+def empty_length(a: FLOAT["N"]) -> INT64:
+    return op.SequenceLength([])
+
+
+def test_a_list_of_tensors_is_a_sequence_in_both_modes() -> None:
+    # Eager mode hands onnxruntime a list where the op takes a sequence; the model builds it
+    # with SequenceConstruct (SequenceEmpty for [], of the inserted tensor's type, else FLOAT).
+    a, b = f32(2), f32(3)
+    check_script(concat_listed, [a, b], np.concatenate([a, b]))
+    check_script(concat_appended, [a, b], np.concatenate([a, b * 2]))
+    check_script(concat_tupled, [a, b], np.concatenate([a, b]))
+    ints = np.array([4, 5], np.int32)
+    check_script(length_after_insert, [ints], (np.array(1, np.int64), ints))
+    check_script(empty_length, [a], np.array(0, np.int64))
+    ops = [node.op_type for node in concat_listed.to_model_proto().graph.node]
+    assert ops == ["SequenceConstruct", "ConcatFromSequence"]
+
+
+@script()
+def listed_where_a_tensor_is_taken(a: FLOAT["N"], b: FLOAT["N"]) -> FLOAT["N"]:
+    return op.Add([a, b], b)
+
+
+@script()
+def sequence_with_a_number(a: FLOAT["N"]) -> FLOAT["K"]:
+    return op.ConcatFromSequence([a, 1.0], axis=0)
+
+
+def test_lists_that_are_neither_tensor_nor_sequence_are_refused_in_both_modes() -> None:
+    a = f32(2)
+    for call in (lambda: listed_where_a_tensor_is_taken.function, lambda: listed_where_a_tensor_is_taken(a, a)):
+        with pytest.raises(DslTypeError, match="a list of tensors is not a tensor"):
+            call()
+    for call in (lambda: sequence_with_a_number.function, lambda: sequence_with_a_number(a)):
+        with pytest.raises(DslTypeError, match="item 1 of a sequence is a float, not a tensor") as refused:
+            call()
+        assert "ConcatFromSequence([a, 1.0]" in str(refused.value)

@@ -32,6 +32,7 @@ else:
 __all__ = ["CallCompiler"]
 
 _FORMAL_TYPES: dict[Op, list[str | None]] = {}
+_FLOAT = 1  # TensorProto.FLOAT: an empty sequence's element type when nothing says another
 
 
 def _formal_types(op: Op, count: int) -> list[str | None]:
@@ -44,6 +45,35 @@ def _formal_types(op: Op, count: int) -> list[str | None]:
     if len(formals) >= count:
         return list(formals[:count])
     return list(formals) + [formals[-1]] * (count - len(formals))
+
+
+_SEQUENCE_FORMALS: dict[tuple[Op, str], bool] = {}
+
+
+def _takes_sequences(op: Op, formal: str) -> bool:
+    """Whether the schema's input typed ``formal`` admits a sequence (``seq(tensor(...))``)."""
+    found = _SEQUENCE_FORMALS.get((op, formal))
+    if found is None:
+        allowed = [formal]
+        for constraint in op.schema.type_constraints if op.schema is not None else ():
+            if constraint.type_param_str == formal:
+                allowed = list(constraint.allowed_type_strs)
+        found = _SEQUENCE_FORMALS[(op, formal)] = any(type_str.startswith("seq(") for type_str in allowed)
+    return found
+
+
+def _sequence_items(op: Op, formal: str | None, operand: Any) -> list[Any] | None:
+    """The tensors of a Python list or tuple passed where ``op`` takes a sequence (eager
+    mode's rule: empty, or its first item a tensor); None for any other operand."""
+    if isinstance(operand, ValueTuple):
+        items: list[Any] = list(operand.items)
+    elif isinstance(operand, PyValue) and isinstance(operand.value, (list, tuple)):
+        items = list(operand.value)
+    else:
+        return None
+    if formal is None or (items and not isinstance(items[0], ir.Value)) or not _takes_sequences(op, formal):
+        return None
+    return items
 
 
 class CallCompiler(_CompilerBase):
@@ -158,11 +188,34 @@ class CallCompiler(_CompilerBase):
             if isinstance(operand, PyValue) and operand.value is None:
                 inputs.append(None)
                 continue
+            items = _sequence_items(op, formal, operand)
+            if items is not None:
+                inputs.append(self.sequence_value(op, items, operands, node))
+                continue
             partner = partners.get(formal) if formal is not None else None
             inputs.append(self.as_value(operand, node, beside=partner))
         while inputs and inputs[-1] is None:
             inputs.pop()
         return inputs
+
+    def sequence_value(self, op: Op, items: list[Any], operands: list[Any], node: ast.expr) -> ir.Value:
+        """A Python list of tensors where ``op`` takes a sequence: ``SequenceConstruct`` of
+        them, as eager mode hands onnxruntime the list; an empty list is ``SequenceEmpty``
+        of the element type eager mode gives it (the tensor SequenceInsert puts in, else
+        FLOAT)."""
+        location = self.loc(node)
+        for index, item in enumerate(items):
+            if not isinstance(item, ir.Value):  # (eager mode's words)
+                raise DslTypeError(
+                    f"item {index} of a sequence is a {type(item).__name__}, not a tensor", location,
+                    hint="a sequence holds tensors: numpy arrays, torch tensors or values computed by ops",
+                )
+        if items:
+            return self.builder.operator("SequenceConstruct", items, location)
+        elem = None
+        if op.domain == "" and op.name == "SequenceInsert" and len(operands) > 1 and isinstance(operands[1], ir.Value):
+            elem = self.ctx.elem(operands[1])
+        return self.builder.operator("SequenceEmpty", [], location, dtype=elem or _FLOAT)
 
     # ---------------------------------------------------------- script calls
     def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:
