@@ -97,16 +97,18 @@ class ProtoValueReader:
             if dtype is not None:
                 dims = proto.dims[:]
                 size = len(proto.raw_data)
+                count = prod(dims)
                 # (a negative dim is ten bytes long, counted two below: read, it is refused)
-                if 0 < size <= _HELD_BYTES and size == dtype.itemsize * prod(dims) and len(dims) <= MAX_RANK:
+                if 0 < size <= _HELD_BYTES and size == dtype.itemsize * count and len(dims) <= MAX_RANK:
                     serialized = proto.SerializeToString()
                     name, doc_string = proto.name, proto.doc_string
-                    if name and len(name) < 0x80 and (not dims or max(dims) < 0x80):  # (_data_start, inline)
-                        data_start = 2 * len(dims) + len(name) + 6 + (size >= 0x80) + (size >= 0x4000)
+                    header = 2 + (size >= 0x80) + (size >= 0x4000)  # (raw_data's tag and size)
+                    if name and len(name) < 0x80 and (count < 0x80 or max(dims) < 0x80):  # (_data_start, inline)
+                        data_start = 2 * len(dims) + len(name) + 4 + header
                     else:
                         data_start = _data_start(dims, name, size)
                     if (len(serialized) == data_start + size + (_field_size(len(doc_string)) if doc_string else 0)
-                            and serialized[data_start - 2 - (size >= 0x80) - (size >= 0x4000)] == _RAW_DATA_TAG):
+                            and serialized[data_start - header] == _RAW_DATA_TAG):
                         # (a HeldTensor made as dsl.held_tensor.hold makes one, without the call)
                         tensor = Tensor((serialized, data_start, dims, dtype, data_type, name, doc_string),  # type: ignore[arg-type]
                                         data_type, name, doc_string)
