@@ -38,6 +38,7 @@ from converter.proto_attributes import PLAIN_KINDS, ProtoAttributeReader, encode
 from dsl import ir
 from dsl.collection_pause import collection_paused
 from dsl.errors import ModelLoadError
+from dsl.held_tensor import HeldTensor
 
 if TYPE_CHECKING:
     import onnx
@@ -138,8 +139,10 @@ def model_from_proto(
     undefined read: read again without ``until``.
 
     ``hold_attributes=True`` leaves the attributes of most nodes undecoded until something
-    reads them (see :mod:`converter.proto_attributes`): for a caller that rewires the model
-    and writes it back, which then encodes each distinct set of attributes once."""
+    reads them (see :mod:`converter.proto_attributes`), and keeps small initializers as
+    their protos' bytes until something reads their arrays (:mod:`dsl.held_tensor`): for a
+    caller that rewires the model and writes it back, which then encodes each distinct set
+    of attributes once and copies the initializers' bytes."""
     with collection_paused():
         return _model_from_proto(proto, source, folder, until, hold_attributes)[0]
 
@@ -299,9 +302,9 @@ class _Reader(ProtoAttributeReader):
         initializers: dict[str, ir.Value] = {}
         tensor_type = self.tensor_type
         Value = ir.Value
-        read_tensor, add_initializer = self.tensor, graph.initializers.append
-        for tensor_proto in proto.initializer:
-            tensor = read_tensor(tensor_proto)
+        add_initializer = graph.initializers.append
+        # (held as their protos' bytes when read for composition, which writes them back)
+        for tensor in self.initializers(proto.initializer, self.hold_attributes):
             # Typed below: by its graph-input declaration if it has one, else by its data.
             value = Value(tensor.name, None, None, tensor)
             initializers[tensor.name] = value
@@ -335,7 +338,8 @@ class _Reader(ProtoAttributeReader):
             if value.type is None:
                 data = value.initializer
                 if data is not None:
-                    value.type = tensor_type(data.elem_type, data.array.shape)
+                    shape = data.shape if type(data) is HeldTensor else data.array.shape  # (not decoded to tell)
+                    value.type = tensor_type(data.elem_type, shape)
         waiting = None if until is None else {name for name in until if name not in values}
         self._nodes(proto.node, graph, scope, where, waiting)
         for value_proto in proto.output:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dsl import ir
 from dsl.errors import ModelLoadError, ModelWarning
+from dsl.held_tensor import HeldTensor
 from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ _RAW_DTYPES = {
 _TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data"}
 _UNSEEN: Any = object()
 _TINY_BYTES = 64  # attribute tensors serialized in at most this many bytes share their array
+_HELD_BYTES = 1 << 16  # tensors with at most this much data may be held (larger ones are copied alike either way)
+_RAW_DATA_TAG = 0x4A  # TensorProto.raw_data (field 9, length-delimited)
 
 
 class ProtoValueReader:
@@ -76,6 +80,43 @@ class ProtoValueReader:
                             array = array.reshape(shape)
                         return ir.Tensor(array, data_type, proto.name, proto.doc_string)
         return self._slow_tensor(proto)
+
+    def initializers(self, protos: Iterable[onnx.TensorProto], hold: bool) -> list[ir.Tensor]:
+        """:meth:`tensor` of each; with ``hold``, a :class:`dsl.held_tensor.HeldTensor`
+        keeping the proto's bytes where they are exactly what the ONNX writer writes for
+        its array (dims, a plain element type, up to 64 KiB of data in ``raw_data``, a name
+        and a doc string, nothing else): for a reader whose result is written back."""
+        read = self.tensor
+        if not hold:
+            return list(map(read, protos))
+        found: list[ir.Tensor] = []
+        add, raw_dtypes, prod, Tensor = found.append, _RAW_DTYPES, math.prod, ir.Tensor
+        for proto in protos:
+            data_type = proto.data_type
+            dtype = raw_dtypes.get(data_type)
+            if dtype is not None:
+                dims = proto.dims[:]
+                size = len(proto.raw_data)
+                count = prod(dims)
+                # (a negative dim is ten bytes long, counted two below: read, it is refused)
+                if 0 < size <= _HELD_BYTES and size == dtype.itemsize * count and len(dims) <= MAX_RANK:
+                    serialized = proto.SerializeToString()
+                    name, doc_string = proto.name, proto.doc_string
+                    header = 2 + (size >= 0x80) + (size >= 0x4000)  # (raw_data's tag and size)
+                    if name and len(name) < 0x80 and (count < 0x80 or max(dims) < 0x80):  # (_data_start, inline)
+                        data_start = 2 * len(dims) + len(name) + 4 + header
+                    else:
+                        data_start = _data_start(dims, name, size)
+                    if (len(serialized) == data_start + size + (_field_size(len(doc_string)) if doc_string else 0)
+                            and serialized[data_start - header] == _RAW_DATA_TAG):
+                        # (a HeldTensor made as dsl.held_tensor.hold makes one, without the call)
+                        tensor = Tensor((serialized, data_start, dims, dtype, data_type, name, doc_string),  # type: ignore[arg-type]
+                                        data_type, name, doc_string)
+                        tensor.__class__ = HeldTensor
+                        add(tensor)
+                        continue
+            add(read(proto))  # (which reads it, or names what is wrong with it)
+        return found
 
     def attribute_tensor(self, proto: onnx.TensorProto, key: bytes | None = None) -> ir.Tensor:
         """:meth:`tensor`, sharing one read-only array among equal tiny tensors.
@@ -175,6 +216,33 @@ class ProtoValueReader:
                 "ONNX sizes are >= 0, so the model written back declares it unknown", ModelWarning, stacklevel=2)
             dims = [None if axis in negative else dim for axis, dim in enumerate(dims)]
         return tuple(dims)
+
+
+def _data_start(dims: list[int], name: str, size: int) -> int:
+    """Where the data of a TensorProto holding only dims, data_type, a name, ``size``
+    bytes of ``raw_data`` and a doc string starts in its serialized bytes, protobuf
+    writing fields in the order of their numbers (dims 1, data_type 2, name 8, raw_data 9,
+    doc_string 12).  Any other field, or a name or doc string present but empty, makes the
+    bytes longer than that and the doc string; so does a name that is not ASCII, counted
+    here by its characters: then the bytes are not the writer's.  (One byte a tag,
+    data_type < 128; dims unpacked, the common sizes counted inline.)"""
+    if name:
+        length = len(name)
+        start = (length + 4 if length < 0x80 else _field_size(length) + 2) + 2 * len(dims)
+    else:
+        start = 2 + 2 * len(dims)
+    if dims and max(dims) >= 0x80:
+        start += sum(_varint_size(d) - 1 for d in dims)
+    return start + 2 + (size >= 0x80) + (size >= 0x4000)  # (raw_data's tag and size, size < 2**21)
+
+
+def _varint_size(number: int) -> int:
+    return 1 if number < 0x80 else 2 if number < 0x4000 else 3 if number < 0x200000 else (number.bit_length() + 6) // 7
+
+
+def _field_size(size: int) -> int:
+    """Bytes of a length-delimited field of ``size`` bytes whose tag is one byte."""
+    return 1 + _varint_size(size) + size
 
 
 def text(raw: bytes) -> str | bytes:

@@ -19,6 +19,7 @@ from onnx import numpy_helper
 from converter import node_wire
 from dsl import ir, types
 from dsl.errors import ConversionError
+from dsl.held_tensor import HeldTensor
 
 if TYPE_CHECKING:
     from converter.external_data import WeightsSink
@@ -233,7 +234,9 @@ def emit_initializer(tensor: ir.Tensor, name: str, context: BodyContext, nodes: 
 def emit_initializers(values: list[ir.Value], context: BodyContext, parent: onnx.GraphProto) -> None:
     """The initializers of ``values`` (named on first sight) appended to ``parent``: small
     plain ones encoded as wire-format bytes and merged in one call (an IR-3 model lists
-    hundreds of small weights), the others through :func:`emit_initializer`."""
+    hundreds of small weights), those still held as the bytes they were read from
+    (:mod:`dsl.held_tensor`) copied, renamed where their name changed, the others through
+    :func:`emit_initializer`."""
     export, define = context.export, context.define
     shapes, elem_types, recorded = export.wire.shapes, _RAW_TYPE_FIELDS, export.elem_types
     tag, length_prefix = _GRAPH_INITIALIZER, node_wire.length_prefix
@@ -243,6 +246,15 @@ def emit_initializers(values: list[ir.Value], context: BodyContext, parent: onnx
         if tensor is None:
             raise ConversionError(f"initializer {value.name!r} has no data", value.location)
         name = define(value)
+        if type(tensor) is HeldTensor and export.external is None:
+            held = tensor.unchanged_proto()  # (None where it changed since read: written from its array)
+            if held is not None and (name or not held[1]):
+                serialized, held_name = held
+                if name != held_name:  # (protobuf keeps the last name given)
+                    serialized += node_wire.string_field(_TENSOR_NAME, name)
+                recorded.add(tensor.elem_type)
+                entries.append(tag + length_prefix(len(serialized)) + serialized)
+                continue
         array = tensor.array
         elem_type = tensor.elem_type
         data_type = elem_types.get(elem_type)

@@ -43,6 +43,7 @@ MODULES = _module_files()
 PLACES: dict[str, tuple[int, str]] = {
     "dsl.errors": (0, "core"),
     "dsl.ir": (0, "core"),
+    "dsl.held_tensor": (0, "core"),
     "dsl.types": (0, "core"),
     "dsl.dtypes": (1, "knowledge"),
     "dsl.hooks": (0, "core"),
