@@ -344,27 +344,28 @@ def cut(
         proto = _with_inferred_types(proto)
     with collection_paused(), working("cutting the model"):  # reading and writing build many small objects
         # The IR read here is the cut's alone: the result may hold its nodes (no copy).
-        part = cut_model(_read_for_cut(proto, source, outputs, inputs, last_layers), outputs, inputs, last_layers,
-                         share=True)
-        return model_to_proto(part)
+        read, names = _read_for_cut(proto, source, outputs, inputs, last_layers)
+        return model_to_proto(cut_model(read, outputs, inputs, last_layers, share=True, names=names))
 
 
 def _read_for_cut(
     proto: Any, source: str, outputs: Sequence[str] | None, inputs: Sequence[str] | None, last_layers: int | None
-) -> Any:
-    """The IR of ``proto``; with only ``outputs`` named, the main graph's nodes up to the
-    one that defines the last of them (what a sorted graph needs to compute them).  A graph
-    that is not sorted, or a malformed one, is read whole (which names its fault)."""
-    from converter.from_onnx import model_from_proto
+) -> tuple[ir.Model, dict[str, ir.Value] | None]:
+    """The IR of ``proto`` and its main graph's values by name where the reader has them
+    all (the cut looks names up in the reader's table); with only ``outputs`` named, the
+    main graph's nodes up to the one that defines the last of them (what a sorted graph
+    needs to compute them).  A graph that is not sorted, or a malformed one, is read whole
+    (which names its fault)."""
+    from converter.from_onnx import model_and_values_from_proto
     from dsl.errors import ModelLoadError
 
     if outputs is not None and inputs is None and last_layers is None and all(isinstance(n, str) for n in outputs):
         # (inputs and last_layers are checked against the whole graph: read it whole then)
         try:
-            return model_from_proto(proto, source=source, until=outputs, hold_attributes=True)
+            return model_and_values_from_proto(proto, source=source, until=outputs, hold_attributes=True)
         except ModelLoadError:
             pass
-    return model_from_proto(proto, source=source, hold_attributes=True)
+    return model_and_values_from_proto(proto, source=source, hold_attributes=True)
 
 
 def _with_inferred_types(proto: Any) -> Any:

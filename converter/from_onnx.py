@@ -148,20 +148,23 @@ def model_from_proto(
 
 
 def model_and_values_from_proto(
-    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None, hold_attributes: bool = False,
+    proto: onnx.ModelProto, *, source: str = "<model>", folder: str | None = None,
+    until: Iterable[str] | None = None, hold_attributes: bool = False,
 ) -> tuple[ir.Model, dict[str, ir.Value] | None]:
     """:func:`model_from_proto`, and the main graph's values by name as read, where those are
     every value of the graph (None where not: a node holds a subgraph, or a value_info entry
     names a value nothing defines).  The reader binds each name once while it reads, so a
-    pass that needs every value of a model it has just been handed (the merge renames them)
-    takes this map instead of walking the graph; it is valid until a name changes.
+    pass that needs every value of a model it has just been handed (the merge renames them,
+    the cut looks them up by name) takes this map instead of walking the graph; it is valid
+    until a name changes.  ``until`` as :func:`model_from_proto` reads (the map holds the
+    values of the nodes read).
 
     >>> model, values = model_and_values_from_proto(onnx.load("model.onnx"))   # doctest: +SKIP
     >>> values["x"] is model.graph.inputs[0]                                   # doctest: +SKIP
     True
     """
     with collection_paused():
-        return _model_from_proto(proto, source, folder, None, hold_attributes)
+        return _model_from_proto(proto, source, folder, until, hold_attributes)
 
 
 def _model_from_proto(

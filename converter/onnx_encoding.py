@@ -514,28 +514,49 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
     names, reads, export = context.names, context.read_fields, context.export
     tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
     length_prefix = node_wire.length_prefix
-    entries: list[bytes] = []
+    tag_heads = [tag + size for size in node_wire.SHORT_LENGTHS]  # (an entry's tag and length, if short)
+    # (ValueInfoProto.name and NodeProto.input are both field 1: a value read by a node has
+    # its name field encoded already)
+    read_field = reads.get if _NAME_IS_INPUT_FIELD else _no_field
+    known_type_fields = export.wire.types.get
+    last_type: ir.IRType | None = None  # (an exported model spells one type many times in a row)
+    type_field = b""
+    entries: list[bytes] = []  # (an entry whole, or the three parts of a usual one)
+    append, whole = entries.append, 0
     for value in values:
         value_type = value.type
         if value_type is None:
             continue
-        # (ValueInfoProto.name and NodeProto.input are both field 1: a value read by a
-        # node has its name field encoded already)
-        name_field = reads.get(value) if _NAME_IS_INPUT_FIELD else None
-        if name_field is None:
-            defined = names.get(value)
-            if not defined:
-                continue  # (a value the graph does not hold)
-            name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
-        body = _value_info_body(name_field, value, export)
-        entries.append(tag + length_prefix(len(body)) + body)
-    written = len(entries)
+        name_field = read_field(value)
+        if name_field is None or value.doc_string:
+            if name_field is None:
+                defined = names.get(value)
+                if not defined:
+                    continue  # (a value the graph does not hold)
+                name_field = node_wire.string_field(node_wire.VALUE_INFO_NAME, defined)
+            body = _value_info_body(name_field, value, export)
+            append(tag + length_prefix(len(body)) + body)
+            whole += 1
+            continue
+        # (the usual entry, a name read by a node and a type, as _value_info_body writes it)
+        if value_type is not last_type:
+            found = known_type_fields(id(value_type))
+            type_field = found[1] if found is not None else _new_type_field(value_type, export)
+            last_type = value_type
+        size = len(name_field) + len(type_field)
+        entries += (tag_heads[size] if size < 128 else tag + length_prefix(size), name_field, type_field)
+    written = whole + (len(entries) - whole) // 3
     if entries:
         _merge_pending(parent, entries)  # (which empties the list)
     return written
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
+
+
+def _no_field(value: ir.Value) -> None:
+    """No encoded name field (where the schema's ValueInfoProto.name is not NodeProto.input's field)."""
+    return None
 
 
 def _value_info_body(name_field: bytes, value: ir.Value, export: Export) -> bytes:

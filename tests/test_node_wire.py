@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converter import node_wire
-from converter.onnx_encoding import attribute_to_proto, graph_to_proto
+from converter.onnx_encoding import BodyContext, attribute_to_proto, emit_value_info, graph_to_proto
 from converter.to_onnx import model_to_proto
+from converter.value_encoding import Export
 from dsl import FLOAT, ir
 
 K = ir.AttrKind
@@ -211,6 +212,25 @@ def test_value_info_parses_to_what_make_tensor_value_info_writes(entries: list) 
     graph = ir.Graph("g", [x], [values[-1]], nodes, value_info=[*values[1:], untyped])
     model = model_to_proto(ir.Model(graph, opset_imports={"": 18}), infer_output_types=False)
     assert list(model.graph.value_info) == expected  # (a value without a type gets no entry)
+
+
+def test_emit_value_info_writes_and_counts_each_typed_entry() -> None:
+    # Runs of one type, a type change, a doc string (written through the slow path), an
+    # untyped value and one the graph does not hold (neither written).
+    pair, triple = FLOAT[2], ir.TensorType(7, (3,))
+    types = [pair, pair, triple, pair, FLOAT[2]]  # (the last an equal type, another object)
+    values = [ir.Value(f"v{index}", value_type) for index, value_type in enumerate(types)]
+    values[3].doc_string = "the fourth"
+    context = BodyContext(Export(), attr_values=None, function_names={})
+    for value in values:
+        context.define(value)
+    graph = onnx.GraphProto()
+    untyped, elsewhere = ir.Value("untyped"), ir.Value("elsewhere", FLOAT[2])
+    context.define(untyped)
+    assert emit_value_info([*values, untyped, elsewhere], context, graph) == len(values)
+    expected = [onnx.helper.make_tensor_value_info(v.name, 7 if v.type is triple else 1, [3] if v.type is triple else [2],
+                                                   doc_string=v.doc_string) for v in values]
+    assert list(graph.value_info) == expected
 
 
 # ------------------------------------------------------------------ small tensor attributes

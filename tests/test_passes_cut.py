@@ -16,10 +16,10 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import converter
-from converter.from_onnx import model_from_proto
+from converter.from_onnx import model_and_values_from_proto, model_from_proto
 from converter.to_onnx import model_to_proto
 from dsl import ir
 from dsl.errors import ConversionError, DslError, DslNameError
@@ -267,6 +267,62 @@ def test_a_cut_reads_the_nodes_up_to_its_outputs_only() -> None:
         assert converter.cut(build(), outputs=outputs) == whole
 
 
+def test_the_reader_hands_over_the_values_it_read() -> None:
+    # The main graph's inputs, initializers and node outputs by name, as far as it read.
+    model, values = model_and_values_from_proto(chain())
+    assert values is not None
+    graph = model.graph
+    assert values["x"] is graph.inputs[0] and [values[n] for n in ("w", "c", "unused")] == graph.initializers
+    assert [values[n] for n in ("a", "b", "y", "out")] == [node.outputs[0] for node in graph.nodes]
+    head, head_values = model_and_values_from_proto(typed_chain(), until=["b"])
+    assert [n.op_type for n in head.graph.nodes] == ["Relu", "Mul"]
+    assert head_values is not None and head_values["b"] is head.graph.nodes[-1].outputs[0] and "y" not in head_values
+
+
+def test_a_cut_given_the_names_follows_what_branches_read() -> None:
+    # (the reader hands no table over where a node holds a subgraph; a caller may build one)
+    proto = if_model()
+    model = model_from_proto(proto)
+    graph = model.graph
+    names = {v.name: v for v in (*graph.inputs, *graph.initializers, *(o for n in graph.nodes for o in n.outputs))}
+    expected = model_to_proto(cut_model(model_from_proto(proto), ["y"]))
+    assert [n.op_type for n in expected.graph.node] == ["Relu", "If"]  # (Relu read only inside the branches)
+    assert model_to_proto(cut_model(model, ["y"], share=True, names=names)) == expected
+
+
+def sparse_and_twice_model() -> onnx.ModelProto:
+    """A sparse initializer ``s`` read by a node, and two initializers named ``w`` (the
+    reader binds the last, which the node reads; a cut at ``w`` finds the first)."""
+    model = make([helper.make_node("Add", ["x", "w"], ["a"]), helper.make_node("Mul", ["a", "s"], ["y"])],
+                 [vi("x", [3])], [vi("y", [3])], [const("w", [1, 2, 3]), const("w", [4, 5, 6])])
+    model.graph.sparse_initializer.append(helper.make_sparse_tensor(
+        const("s", [7.0]), helper.make_tensor("s_at", TensorProto.INT64, [1], [1]), [3]))
+    return model
+
+
+@pytest.mark.parametrize("outputs", [["a"], ["y"], ["w"], ["x"], ["y", "w"]])
+def test_a_cut_with_the_readers_names_cuts_what_one_without_them_cuts(outputs: list[str]) -> None:
+    # The pass takes the reader's table (converter.cut) or builds its own: the same
+    # values by name, so the same model.
+    proto = sparse_and_twice_model()
+    model, names = model_and_values_from_proto(proto)
+    expected = model_to_proto(cut_model(model_from_proto(proto), outputs))
+    assert model_to_proto(cut_model(model, outputs, share=True, names=names)) == expected
+    if outputs == ["w"]:  # the first of the two, as the graph lists them
+        assert numpy_helper.to_array(expected.graph.initializer[0]).tolist() == [1, 2, 3]
+
+
+def test_no_cut_finds_a_sparse_initializer_by_name() -> None:
+    # (its Value is in no list of the graph; the reader's table binds it, the cut drops it)
+    proto = sparse_and_twice_model()
+    with pytest.raises(DslNameError, match="no value named 's'") as without_names:
+        cut_model(model_from_proto(proto), ["s"])
+    model, names = model_and_values_from_proto(proto)
+    with pytest.raises(DslNameError, match="no value named 's'") as with_names:
+        cut_model(model, ["s"], share=True, names=names)
+    assert str(with_names.value) == str(without_names.value)
+
+
 def unsorted_model() -> onnx.ModelProto:
     """``b = Mul(a, w)`` listed before ``a = Relu(x)``; an If branch reading ``late``, defined after it."""
     then_branch = helper.make_graph([helper.make_node("Neg", ["late"], ["t"])], "then", [], [vi("t", [3])])
@@ -293,6 +349,18 @@ def test_an_unsorted_graph_is_read_whole_for_a_cut(output: str) -> None:
     expected = {"b": [("Mul", ["a", "w"]), ("Relu", ["x"])], "z": [("If", ["cond"]), ("Sigmoid", ["x"])]}[output]
     assert [(n.op_type, list(n.input)) for n in part.graph.node] == expected
     assert [o.name for o in part.graph.output] == [output]
+
+
+def test_an_unsorted_graph_without_branches_is_cut_whole() -> None:
+    # (the reader hands its table over here: the backward pass over the nodes misses Relu,
+    # listed after the Mul reading it, and the walk over node inputs finds it)
+    nodes = [helper.make_node("Mul", ["a", "w"], ["b"]), helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Neg", ["b"], ["y"])]
+    original = make(nodes, [vi("x", [3])], [vi("y", [3])], [const("w", [2, 3, 4])])
+    original.graph.value_info.extend([vi("a", [3]), vi("b", [3])])  # (inference refuses the unsorted graph)
+    part = converter.cut(original, outputs=["b"])
+    assert part == model_to_proto(cut_model(model_from_proto(original), ["b"]))
+    assert [(n.op_type, list(n.input)) for n in part.graph.node] == [("Mul", ["a", "w"]), ("Relu", ["x"])]
 
 
 # ---------------------------------------------------------------------------- mistakes

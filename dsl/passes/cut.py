@@ -27,7 +27,12 @@ The input is not changed: the kept graph is a copy (nodes, values, subgraphs); t
 and functions are shared with the input.  ``share=True`` skips the copy: the result's
 graph is new, but its nodes and values are the input's own (the input's lists are left
 as they were).  That is for a caller that read the model only to cut it and drops the
-input (``converter.cut``): copying was most of the pass's time.
+input (``converter.cut``): copying was most of the pass's time.  ``names`` is such a
+caller's table of the main graph's values by name, as the reader bound them
+(:func:`converter.from_onnx.model_and_names_from_proto`), for a graph nothing changed
+since: the pass then looks names up in it rather than going over every node to build
+its own, and, every value being the graph's own, finds what is needed in one pass over
+the nodes from the last.
 
 >>> part = CutPass(outputs=["r173"])(model).target                     # doctest: +SKIP
 >>> head = CutPass(last_layers=-3)(model).target                       # doctest: +SKIP
@@ -66,17 +71,19 @@ class CutPass:
         last_layers: int | None = None,
         *,
         share: bool = False,
+        names: dict[str, ir.Value] | None = None,
     ) -> None:
         self.outputs = None if outputs is None else list(outputs)
         self.inputs = None if inputs is None else list(inputs)
         self.last_layers = last_layers
         self.share = share
+        self.names = names
 
     def __call__(self, target: T) -> PassResult[T]:
         graph = target.graph
         location = target.location or graph.location
         names = _output_names(graph, self.outputs, self.last_layers, location)
-        cutter = _Cutter(graph, location, self.share)
+        cutter = _Cutter(graph, location, self.share, self.names)
         new_graph = cutter.cut(names, self.inputs)
         if isinstance(target, ir.Model):
             functions = []
@@ -94,13 +101,16 @@ def cut_model(
     last_layers: int | None = None,
     *,
     share: bool = False,
+    names: dict[str, ir.Value] | None = None,
 ) -> ir.Model:
     """A copy of ``model`` cut down to what computes ``outputs`` (see :class:`CutPass`;
-    ``share=True``: not a copy, for a caller that drops ``model``).
+    ``share=True``: not a copy, for a caller that drops ``model``; ``names``: the main
+    graph's values by name as :func:`converter.from_onnx.model_and_values_from_proto`
+    gives them, so that the pass need not build that table again; None: it builds it).
 
     >>> part = cut_model(model, outputs=["r173"])      # doctest: +SKIP
     """
-    return CutPass(outputs, inputs, last_layers, share=share)(model).target
+    return CutPass(outputs, inputs, last_layers, share=share, names=names)(model).target
 
 
 def layers(graph: ir.Graph) -> list[ir.Node]:
@@ -138,27 +148,53 @@ def _output_names(
 
 _OUTPUTS = attrgetter("outputs")
 _NAME = attrgetter("name")
+_PRODUCER = attrgetter("producer")
+
+
+def _node_outputs_by_name(graph: ir.Graph) -> dict[str, ir.Value]:
+    """The node outputs of ``graph`` by name, the first definition of a name kept."""
+    outputs = list(chain.from_iterable(map(_OUTPUTS, graph.nodes)))
+    outputs.reverse()  # (loops in C; reversed, so the first definition is the one kept)
+    by_name = dict(zip(map(_NAME, outputs), outputs))
+    by_name.pop("", None)  # (an omitted output)
+    return by_name
+
+
+def _reader_node_outputs(graph: ir.Graph, names: dict[str, ir.Value]) -> dict[str, ir.Value]:
+    """What :func:`_node_outputs_by_name` makes, from the table the reader bound (every
+    node output's name once, none of them "", with the graph's inputs, initializers and
+    sparse initializers): a copy without the sparse initializers, which no cut looks up
+    (their Values are in no list); inputs and initializers the caller binds again."""
+    by_name = dict(names)
+    for name in graph.sparse_initializers:
+        value = by_name.get(name)
+        if value is not None and value.producer is None:  # (not a node output: an input or initializer, or sparse)
+            del by_name[name]
+    return by_name
 
 
 class _Cutter:
     """Finds the needed nodes of one graph and copies them into a new graph."""
 
-    def __init__(self, graph: ir.Graph, location: Any, share: bool = False) -> None:
+    def __init__(
+        self, graph: ir.Graph, location: Any, share: bool = False, names: dict[str, ir.Value] | None = None
+    ) -> None:
         self.graph = graph
         self.location = location
         self.share = share
         # name -> value; the first definition wins (an input before an initializer of the same name)
-        outputs = list(chain.from_iterable(map(_OUTPUTS, graph.nodes)))
-        outputs.reverse()  # (loops in C; reversed, so the first definition is the one kept)
-        by_name = dict(zip(map(_NAME, outputs), outputs))
-        by_name.pop("", None)  # (an omitted output)
+        by_name = _node_outputs_by_name(graph) if names is None else _reader_node_outputs(graph, names)
         by_name.update((value.name, value) for value in reversed((*graph.inputs, *graph.initializers)))
         self.by_name = by_name
-        self.own_nodes: set[ir.Node] = set(graph.nodes)  # (nodes hash by identity)
+        # The graph's nodes, for a walk that must not leave it (nodes hash by identity).  None
+        # where the reader's table was given: a graph as the reader made it, whose values are
+        # all its inputs, initializers or its nodes' outputs.
+        self.own_nodes: set[ir.Node] | None = set(graph.nodes) if names is None else None
         self.initializers = {id(value) for value in graph.initializers}
-        self.graph_inputs = {id(value) for value in graph.inputs}
-        # (asked once of the whole graph, in C: most hold no If/Loop/Scan, and then no node needs asking)
-        self.holds_subgraphs = ir.holds_subgraphs(graph.nodes)
+        # The kept nodes that may hold subgraphs, once :meth:`needed` ran (none where none does)
+        self.holders: list[ir.Node] = []
+        # What the kept nodes compute, where :meth:`sweep` found them (it has the set at hand)
+        self.produced: set[ir.Value] | None = None
 
     def lookup(self, names: Sequence[str], role: str) -> list[ir.Value]:
         unknown = [name for name in names if name not in self.by_name]
@@ -200,25 +236,78 @@ class _Cutter:
     def needed(self, outputs: list[ir.Value], given: set[ir.Value]) -> tuple[set[ir.Value], list[ir.Node]]:
         """The main-graph values and nodes the outputs need, stopping at given inputs."""
         # (values and nodes hash by identity; None, an omitted input, counts as needed from the start)
+        if self.own_nodes is None and not given:
+            swept = self.sweep(outputs)
+            if swept is not None:
+                return swept
         needed: set[ir.Value | None] = {None}
         kept: set[ir.Node] = set()
-        own_nodes, holds_subgraphs = self.own_nodes, self.holds_subgraphs
-        stack: list[ir.Value | None] = list(outputs)
-        pop, add, keep = stack.pop, needed.add, kept.add
+        holders: list[ir.Node] = []
+        self.walk(list(outputs), needed, kept, given, holders)
+        # What subgraphs read of this graph is needed too: walked from once the walk over
+        # node inputs ends (the sets reached are the same in any order), and asked of the
+        # kept nodes with attributes only, in C (most hold no If/Loop/Scan).
+        looked = 0
+        while looked < len(holders):
+            batch = holders[looked:]
+            looked = len(holders)
+            if ir.holds_subgraphs(batch):
+                self.walk([v for node in batch for v in self.outer_reads(node)], needed, kept, given, holders)
+        self.holders = holders if ir.holds_subgraphs(holders) else []
+        needed.discard(None)
+        return needed, list(filter(kept.__contains__, self.graph.nodes))  # type: ignore[return-value]
+
+    def sweep(self, outputs: list[ir.Value]) -> tuple[set[ir.Value], list[ir.Node]] | None:
+        """What :meth:`needed` finds, in one pass over the nodes from the last: a node is
+        needed where one of its outputs is.  That holds where every needed value is
+        computed by a node listed before the nodes reading it (a sorted graph, ONNX's
+        rule); where one is not, or a kept node holds a subgraph, None (the walk then
+        finds what is needed).  Only for a graph as the reader made it (a value is an
+        output of the node it names as its producer), and no given inputs."""
+        needed: set[ir.Value | None] = set(outputs)
+        kept: list[ir.Node] = []
+        isdisjoint, update, keep = needed.isdisjoint, needed.update, kept.append
+        for node in reversed(self.graph.nodes):
+            if isdisjoint(node.outputs):
+                continue
+            keep(node)
+            update(node.inputs)
+            # (ir.may_hold_subgraphs, inlined: what a subgraph reads of this graph, the walk follows)
+            if node.unread_attributes is None and node.attributes and ir.holds_subgraphs([node]):
+                return None
+        needed.discard(None)
+        produced = set(chain.from_iterable(map(_OUTPUTS, kept)))
+        # (what no kept node computes must be an input or initializer: else a node listed
+        # after one reading it computes it)
+        if any(map(_PRODUCER, needed.difference(produced))):
+            return None
+        kept.reverse()
+        self.produced = produced  # (no kept node holds a subgraph: self.holders stays empty)
+        return needed, kept  # type: ignore[return-value]
+
+    def walk(
+        self, stack: list[ir.Value | None], needed: set[ir.Value | None], kept: set[ir.Node], given: set[ir.Value],
+        holders: list[ir.Node],
+    ) -> None:
+        """Add to ``needed`` and ``kept`` what the values on ``stack`` need through node
+        inputs, stopping at given inputs; kept nodes that may hold subgraphs go to ``holders``."""
+        own_nodes = self.own_nodes
+        checked = bool(given) or own_nodes is not None  # (the plain cut of a graph read: neither to ask)
+        pop, add, keep, hold = stack.pop, needed.add, kept.add, holders.append
         while stack:
             value = pop()
             if value in needed:
                 continue
             add(value)
             node = value.producer  # type: ignore[union-attr]  # (None is in needed)
-            if node is None or node in kept or value in given or node not in own_nodes:
+            if node is None or node in kept:
+                continue
+            if checked and (value in given or (own_nodes is not None and node not in own_nodes)):
                 continue
             keep(node)
             stack += node.inputs
-            if holds_subgraphs and ir.may_hold_subgraphs(node):
-                stack += self.outer_reads(node)
-        needed.discard(None)
-        return needed, list(filter(kept.__contains__, self.graph.nodes))  # type: ignore[return-value]
+            if node.unread_attributes is None and node.attributes:  # (ir.may_hold_subgraphs, inlined)
+                hold(node)
 
     def outer_reads(self, node: ir.Node) -> list[ir.Value]:
         """What ``node``'s subgraphs read of the main graph."""
@@ -289,13 +378,15 @@ class _Cutter:
         if old.value_info:
             # The values a copy would have made: inputs, initializers, what kept nodes
             # define, in their subgraphs too.
-            defined = set(inputs).union(new.initializers, outputs, chain.from_iterable(map(_OUTPUTS, kept)))
-            for node in kept if self.holds_subgraphs else ():
-                if ir.may_hold_subgraphs(node):
-                    for sub in ir.subgraphs(node):
-                        for inner in (sub, *(s for n, _ in ir.walk(sub) for s in ir.subgraphs(n))):
-                            defined.update(inner.inputs)
-                            defined.update(inner.initializers)
-                        defined.update(v for n, _ in ir.walk(sub) for v in n.outputs)
-            new.value_info = [v for v in old.value_info if v in defined]
+            defined = self.produced
+            if defined is None:
+                defined = set(chain.from_iterable(map(_OUTPUTS, kept)))
+            defined.update(inputs, new.initializers, outputs)
+            for node in self.holders:
+                for sub in ir.subgraphs(node):
+                    for inner in (sub, *(s for n, _ in ir.walk(sub) for s in ir.subgraphs(n))):
+                        defined.update(inner.inputs)
+                        defined.update(inner.initializers)
+                    defined.update(v for n, _ in ir.walk(sub) for v in n.outputs)
+            new.value_info = list(filter(defined.__contains__, old.value_info))
         return new
