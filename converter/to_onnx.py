@@ -45,6 +45,7 @@ from converter.value_encoding import (
 )
 from dsl import ir
 from dsl.errors import ConversionError
+from dsl.onnxruntime_limits import max_ir_version
 
 if TYPE_CHECKING:
     from converter.external_data import WeightsSink
@@ -248,8 +249,12 @@ class _ModelSource:
             self.imports = _normal_imports(function_or_model.opset_imports)
             self.attr_values: dict[str, ir.Attr] = {}
             self.doc_string = function_or_model.doc_string
-            main = ir.Function(self.name, self.graph, opset_imports=self.imports)
-            self.functions = _collect_functions(main, [*function_or_model.functions, *extra_functions])
+            extra = [*function_or_model.functions, *extra_functions]
+            if extra or _may_call(self.graph):
+                main = ir.Function(self.name, self.graph, opset_imports=self.imports)
+                self.functions = _collect_functions(main, extra)
+            else:  # (no function listed, no node that calls one: _collect_functions would find none)
+                self.functions = []
         elif isinstance(function_or_model, ir.Function):
             function = function_or_model
             self.attr_values = _attr_values(function, attributes)
@@ -331,14 +336,12 @@ def model_to_proto(
 
     model = onnx.ModelProto()
     context = BodyContext(export, attr_values=source.attr_values, function_names=function_names)
-    with _recorded_node_metadata(source, node_metadata, value_info), _source_links(source, source_links), \
-            _interface_names(source, io_names):
-        fill_graph(model.graph, source.graph, context)
-        _add_unread_initializers(model.graph, initializers or [], context)
-        model.graph.name = source.name
-        _apply_overrides(model.graph, source.graph, overrides, export)
-        for callee in source.functions:
-            _fill_function(model.functions.add(), callee, export, function_names)
+    if node_metadata or value_info or source_links or io_names:
+        with _recorded_node_metadata(source, node_metadata, value_info), _source_links(source, source_links), \
+                _interface_names(source, io_names):
+            _fill_model_body(model, source, context, initializers, overrides, function_names)
+    else:  # (the usual call: no metadata to attach for the time of the writing)
+        _fill_model_body(model, source, context, initializers, overrides, function_names)
     if source.functions:
         export.need(_IR_MODEL_FUNCTIONS)
         _reconcile_opsets(imports, model.graph, model.functions, source.location)
@@ -350,14 +353,25 @@ def model_to_proto(
 
         apply_recorded_metadata(model, export, value_info=value_info, graph_metadata_props=graph_metadata_props)
     if min_ir_version is not None:
-        from dsl.onnxruntime_limits import max_ir_version
-
         export.need(min(min_ir_version, max_ir_version()))
     model.ir_version = _ir_version(model, export, ir_version, source.model)
     _fill_metadata(model, source, producer_name, producer_version, doc_string, metadata_props)
     if infer_output_types:
         infer_missing_output_types(model, source.graph, overrides, require_output_ranks)
     return model
+
+
+def _fill_model_body(model: onnx.ModelProto, source: _ModelSource, context: BodyContext,
+                     initializers: list[ir.Tensor | ir.SparseTensor] | None, overrides: dict[int, ir.IRType],
+                     function_names: dict[int, tuple[str, str]]) -> None:
+    graph = model.graph
+    fill_graph(graph, source.graph, context)
+    if initializers:
+        _add_unread_initializers(graph, initializers, context)
+    graph.name = source.name
+    _apply_overrides(graph, source.graph, overrides, context.export)
+    for callee in source.functions:
+        _fill_function(model.functions.add(), callee, context.export, function_names)
 
 
 def _recorded_node_metadata(source: _ModelSource, node_metadata: dict[str, dict[str, str]] | None,
@@ -410,21 +424,27 @@ def _check_input_types(graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None
 
 def _ir_version(model: onnx.ModelProto, export: Export, requested: int | None, model_ir: ir.Model | None) -> int:
     """The smallest IR version that the opsets and the features used need, or the one requested."""
-    opsets = [*model.opset_import]
+    opsets = [(opset.domain, opset.version) for opset in model.opset_import]
     for function in model.functions:
-        opsets += list(function.opset_import)
-    required = max(export.required_ir_version(), onnx.helper.find_min_ir_version_for(opsets, True))
+        opsets += [(opset.domain, opset.version) for opset in function.opset_import]
+    required = max(export.required_ir_version(), _opsets_ir_version(tuple(opsets)))
     if requested is None:
         if model_ir is None or not model_ir.ir_version:
             return required
         # A model read from a file keeps its IR version, unless its content needs a newer
         # one or onnxruntime would refuse it (onnx writes IR versions before runtimes load them).
-        from dsl.onnxruntime_limits import max_ir_version
-
         return max(required, min(model_ir.ir_version, max_ir_version()))
     if requested < required:
         return _older_ir_version(model, requested, required, export.required_ir_version())
     return requested
+
+
+@functools.lru_cache(maxsize=64)
+def _opsets_ir_version(opsets: tuple[tuple[str, int], ...]) -> int:
+    # onnx's table of the IR version each opset needs (a fixed table: a model's few opsets
+    # repeat from one export to the next, so each tuple is looked up once).
+    ids = [onnx.helper.make_opsetid(domain, version) for domain, version in opsets]
+    return int(onnx.helper.find_min_ir_version_for(ids, True))
 
 
 def _older_ir_version(model: onnx.ModelProto, requested: int, required: int, features: int) -> int:
@@ -580,11 +600,14 @@ _CALLEE = operator.attrgetter("callee")
 
 def _callees(function: ir.Function) -> list[ir.Function]:
     """``function.callees()``, without its walk where no node calls or holds a subgraph."""
-    nodes = function.graph.nodes
+    return function.callees() if _may_call(function.graph) else []
+
+
+def _may_call(graph: ir.Graph) -> bool:
+    """Whether a node of ``graph`` calls a function or holds a subgraph (that may)."""
+    nodes = graph.nodes
     # (loops in C: a long graph is written right after)
-    if set(map(_CALLEE, nodes)) <= {None} and not ir.holds_subgraphs(nodes):
-        return []
-    return function.callees()
+    return not set(map(_CALLEE, nodes)) <= {None} or ir.holds_subgraphs(nodes)
 
 
 def _apply_overrides(

@@ -84,8 +84,7 @@ def progress(total: int | None, description: str, *, unit: str = "it", delay: fl
             bar.close()
 
 
-@contextlib.contextmanager
-def working(description: str, *, delay: float = 2.0, interval: float = 0.5) -> Iterator[None]:
+def working(description: str, *, delay: float = 2.0, interval: float = 0.5) -> contextlib.AbstractContextManager[None]:
     """The time spent so far on work that counts no steps (a compile, a merge, a to_python of
     a big model), drawn after ``delay`` seconds where :func:`person_watching` and refreshed
     every ``interval`` seconds by a daemon thread until the block ends.
@@ -93,9 +92,16 @@ def working(description: str, *, delay: float = 2.0, interval: float = 0.5) -> I
     >>> with working("merging the models"):
     ...     pass
     """
-    if not person_watching():
-        yield
-        return
+    # (Where nobody watches, the block runs under a shared no-op: a merge of two small models
+    # takes tens of µs, and a generator context manager would add a few.)
+    return _timer(description, delay, interval) if person_watching() else _UNWATCHED
+
+
+_UNWATCHED: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _timer(description: str, delay: float, interval: float) -> Iterator[None]:
     done = threading.Event()
 
     def tick() -> None:
