@@ -270,7 +270,7 @@ def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
     it) read into IR, the older ones converted up to the newest ai.onnx opset first (a bar
     shows the time it takes, where that is long and a person watches).  ``combine`` takes
     the list of models and the list of their values by name as read (see
-    :func:`converter.from_onnx.model_and_values_from_proto`)."""
+    :func:`converter.from_onnx.models_and_values_from_protos`)."""
     from dsl.progress import working
 
     with working("composing the models"):
@@ -278,21 +278,24 @@ def _compose(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
 
 
 def _aligned_and_combined(models: list[tuple[Any, str]], combine: Any) -> onnx.ModelProto:
-    from converter.from_onnx import model_and_values_from_proto
+    from converter.from_onnx import models_and_values_from_protos
     from converter.opset_conversion import convert_opset, onnx_opset
     from converter.to_onnx import model_to_proto
     from dsl.collection_pause import collection_paused
 
     protos = [_model_proto(model, source) for model, source in models]
-    version = max(onnx_opset(proto) for proto, _ in protos)
-    hint = "convert or rewrite that op by hand, then merge"
-    aligned = [
-        (convert_opset(proto, version, source, hint=hint) if onnx_opset(proto) < version else proto, source)
-        for proto, source in protos
-    ]
+    opsets = [onnx_opset(proto) for proto, _ in protos]
+    version = max(opsets)
+    if min(opsets) < version:
+        hint = "convert or rewrite that op by hand, then merge"
+        protos = [
+            (convert_opset(proto, version, source, hint=hint) if opset < version else proto, source)
+            for (proto, source), opset in zip(protos, opsets)
+        ]
     with collection_paused():  # reading, the passes and the writer build many small objects
-        # (attributes held unread: the passes rewire values, the writer encodes each distinct set once)
-        read = [model_and_values_from_proto(proto, source=source, hold_attributes=True) for proto, source in aligned]
+        # (attributes held unread: the passes rewire values, the writer encodes each distinct set once;
+        # the readers share what they learn: see models_and_values_from_protos)
+        read = models_and_values_from_protos(protos, hold_attributes=True)
         return model_to_proto(combine([model for model, _ in read], [values for _, values in read]))
 
 
@@ -300,13 +303,13 @@ def _model_proto(model: Any, source: str) -> tuple[Any, str]:
     """A ModelProto and the name errors give it: a proto as is, a path read with its external data."""
     import onnx
 
+    if isinstance(model, onnx.ModelProto):  # (the common case first: the others import more)
+        return model, source
     from converter.from_onnx import read_model_proto
     from dsl.errors import ModelLoadError
 
     if isinstance(model, (str, os.PathLike)):
         return read_model_proto(model), os.fspath(model)
-    if isinstance(model, onnx.ModelProto):
-        return model, source
     raise ModelLoadError(
         f"merge, split, join and cut take ModelProtos or paths, not {type(model).__name__}",
         hint="pass onnx.load(path) or the path",

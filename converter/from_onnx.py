@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     import onnx
 
 __all__ = [
-    "load_model", "from_proto", "model_from_proto", "model_and_values_from_proto", "function_from_proto",
-    "graph_from_proto",
+    "load_model", "from_proto", "model_from_proto", "model_and_values_from_proto", "models_and_values_from_protos",
+    "function_from_proto", "graph_from_proto",
 ]
 
 _UNSEEN: Any = object()
@@ -167,19 +167,45 @@ def model_and_values_from_proto(
         return _model_from_proto(proto, source, folder, until, hold_attributes)
 
 
+def models_and_values_from_protos(
+    protos: list[tuple[onnx.ModelProto, str]], *, hold_attributes: bool = False
+) -> list[tuple[ir.Model, dict[str, ir.Value] | None]]:
+    """Several ModelProtos (each with the name its errors give it) read to become one model
+    (``converter.merge``, ``split``, ``join``): as :func:`model_and_values_from_proto` reads
+    each, except that each reader starts from what the one before learnt (types, attributes,
+    tiny tensors read once for all: two copies of a model are a common merge).
+
+    >>> (first, _), (second, _) = models_and_values_from_protos([(a, "a.onnx"), (b, "b.onnx")])  # doctest: +SKIP
+    """
+    read = []
+    reader = None
+    with collection_paused():
+        for proto, source in protos:
+            reader = _Reader(source, None, hold_attributes, reader)
+            read.append(_read_model(reader, proto))
+    return read
+
+
 def _model_from_proto(
     proto: onnx.ModelProto, source: str, folder: str | None = None, until: Iterable[str] | None = None,
     hold_attributes: bool = False,
 ) -> tuple[ir.Model, dict[str, ir.Value] | None]:
     reader = _Reader(source, folder, hold_attributes)
     reader.until = None if until is None else set(until)
-    functions = reader.declare_functions(list(proto.functions))
+    return _read_model(reader, proto)
+
+
+def _read_model(reader: _Reader, proto: onnx.ModelProto) -> tuple[ir.Model, dict[str, ir.Value] | None]:
+    function_protos = proto.functions
+    functions = reader.declare_functions(list(function_protos)) if function_protos else []
     graph = reader.graph(proto.graph, None)
-    reader.fill_functions()
+    if functions:
+        reader.fill_functions()
     return _model(proto, graph, functions), reader.main_values
 
 
 def _model(proto: onnx.ModelProto, graph: ir.Graph, functions: list[ir.Function]) -> ir.Model:
+    metadata_props = proto.metadata_props
     return ir.Model(
         graph=graph,
         functions=functions,
@@ -190,7 +216,7 @@ def _model(proto: onnx.ModelProto, graph: ir.Graph, functions: list[ir.Function]
         domain=proto.domain,
         model_version=int(proto.model_version),
         doc_string=proto.doc_string,
-        metadata_props={p.key: p.value for p in proto.metadata_props},
+        metadata_props={p.key: p.value for p in metadata_props} if metadata_props else {},
     )
 
 
@@ -237,8 +263,9 @@ class _Scope:
 class _Reader(ProtoAttributeReader):
     """One conversion: the function table, and the file name for error messages."""
 
-    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False) -> None:
-        super().__init__(source, folder, hold_attributes)
+    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False,
+                 after: _Reader | None = None) -> None:
+        super().__init__(source, folder, hold_attributes, after)
         self.functions: dict[FunctionKey, ir.Function] = {}
         self._pending: list[tuple[Any, ir.Function]] = []
         self.until: set[str] | None = None  # the main graph's: see model_from_proto

@@ -84,17 +84,25 @@ def made(template: Template) -> ir.Attr:
 class ProtoAttributeReader(ProtoValueReader):
     """The attributes of one conversion (its tensors and types: :class:`ProtoValueReader`)."""
 
-    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False) -> None:
-        super().__init__(source, folder)
-        # serialized AttributeProto (small plain kinds) -> its Template (see remember_plain())
-        self.plain_attributes: dict[bytes, Template] = {}
+    def __init__(self, source: str, folder: str | None = None, hold_attributes: bool = False,
+                 after: ProtoAttributeReader | None = None) -> None:
+        super().__init__(source, folder, after)
         self.hold_attributes = hold_attributes
+        # serialized AttributeProto (small plain kinds) -> its Template (see remember_plain())
+        self.plain_attributes: dict[bytes, Template]
         # serialized AttributeProto -> its Template where a node may hold it unread, False where not
-        self.held: dict[bytes, Template | bool] = {}
+        self.held: dict[bytes, Template | bool]
         # the tuples of serialized attributes a node may hold unread (one lookup a node)
-        self.holdable: set[tuple[bytes, ...]] = set()
+        self.holdable: set[tuple[bytes, ...]]
         # a serialized node's fields after its names -> what they say, or False (see held_tail)
-        self.node_tails: dict[bytes, NodeTail | bool] = {}
+        self.node_tails: dict[bytes, NodeTail | bool]
+        if after is not None:
+            # (models read to become one share what the reader before, of the same folder and
+            # hold_attributes, learnt: see ProtoValueReader; a tail names no callee)
+            self.plain_attributes, self.held, self.holdable = after.plain_attributes, after.held, after.holdable
+            self.node_tails = after.node_tails
+        else:
+            self.plain_attributes, self.held, self.holdable, self.node_tails = {}, {}, set(), {}
 
     def graph(self, proto: onnx.GraphProto, parent: Any) -> ir.Graph:
         raise NotImplementedError  # (the proto reader reads graphs, with its scopes)

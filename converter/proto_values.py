@@ -47,13 +47,24 @@ class ProtoValueReader:
     """The tensors and types of one conversion; ``source`` names the file in errors,
     ``folder`` is where external data may be read from (None: nowhere)."""
 
-    def __init__(self, source: str, folder: str | None = None) -> None:
+    def __init__(self, source: str, folder: str | None = None, after: ProtoValueReader | None = None) -> None:
         self.source = source
         self.folder = folder
-        self.tensor_types: dict[tuple[int, Any], ir.TensorType] = {}
-        self.types: dict[bytes, ir.IRType | None] = {}
+        # whether a type read here declared a negative size (and warned, naming this source)
+        self.negative_sizes = False
+        self.tensor_types: dict[tuple[int, Any], ir.TensorType]
+        self.types: dict[bytes, ir.IRType | None]
         # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
-        self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]] = {}
+        self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]]
+        if after is not None and after.folder == folder:
+            # Models read one after the other to become one (``after``: the reader of the one
+            # before, see from_onnx.models_from_protos) share what it learnt: the IR objects
+            # are immutable and equal protos read alike, except that a type declaring a
+            # negative size warns once a reader, naming its model.
+            self.tensor_types, self.tiny_tensors = after.tensor_types, after.tiny_tensors
+            self.types = {} if after.negative_sizes else after.types
+        else:
+            self.tensor_types, self.types, self.tiny_tensors = {}, {}, {}
 
     def tensor(self, proto: onnx.TensorProto) -> ir.Tensor:
         data_type = proto.data_type
@@ -210,6 +221,7 @@ class ProtoValueReader:
                 dims.append(None)
         negative = [axis for axis, dim in enumerate(dims) if isinstance(dim, int) and dim < 0]
         if negative:
+            self.negative_sizes = True
             warnings.warn(
                 f"{self.source}: a type declares the size {dims[negative[0]]} on axis {negative[0]} "
                 f"({len(negative)} negative size(s) in all): read as an unknown size, as onnxruntime does; "

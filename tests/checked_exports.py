@@ -223,18 +223,34 @@ def _checked(entry: str, export: Callable[..., Any], facade: bool) -> Callable[.
 def _reading(read: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(read)
     def checked_read(proto: Any, *args: Any, **kwargs: Any) -> Any:
-        # (a model of more than 64 MB read is not checked: a copy for the checker would cost
-        # as much again; what is exported from it still is)
-        if isinstance(proto, onnx.ModelProto):
-            small = not _larger_than(proto, _LARGEST_INPUT_CHECKED)
-            refusal = check_exported(_weights_in_place(proto)) if small else None
-            LATEST_INPUT["refused"] = refusal is not None
-            if refusal is not None:
-                INPUT_REFUSALS.add(refusal)
+        _check_input(proto)
         return read(proto, *args, **kwargs)
 
     setattr(checked_read, _WRAPPED, read)
     return checked_read
+
+
+def _reading_several(read: Callable[..., Any]) -> Callable[..., Any]:
+    """``models_and_values_from_protos`` (the models a composition reads): each checked, in order."""
+    @functools.wraps(read)
+    def checked_read(protos: Any, *args: Any, **kwargs: Any) -> Any:
+        for proto, _ in protos:
+            _check_input(proto)
+        return read(protos, *args, **kwargs)
+
+    setattr(checked_read, _WRAPPED, read)
+    return checked_read
+
+
+def _check_input(proto: Any) -> None:
+    # (a model of more than 64 MB read is not checked: a copy for the checker would cost
+    # as much again; what is exported from it still is)
+    if isinstance(proto, onnx.ModelProto):
+        small = not _larger_than(proto, _LARGEST_INPUT_CHECKED)
+        refusal = check_exported(_weights_in_place(proto)) if small else None
+        LATEST_INPUT["refused"] = refusal is not None
+        if refusal is not None:
+            INPUT_REFUSALS.add(refusal)
 
 
 def _hide_own_frames(error: BaseException) -> None:
@@ -268,6 +284,9 @@ def install() -> None:
         if not hasattr(read, _WRAPPED):
             replaced[id(read)] = _reading(read)
             setattr(from_onnx, reader_name, replaced[id(read)])
+    read_several = from_onnx.models_and_values_from_protos
+    if not hasattr(read_several, _WRAPPED):
+        replaced[id(read_several)] = from_onnx.models_and_values_from_protos = _reading_several(read_several)
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name.partition(".")[0] not in ("dsl", "converter", "eager"):
             continue
