@@ -20,7 +20,13 @@ __all__ = ["onnx_opset", "convert_opset"]
 
 def onnx_opset(proto: onnx.ModelProto) -> int:
     """The ai.onnx opset ``proto`` imports (0 when it imports none)."""
-    return max((int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    found: int | None = None
+    for opset in proto.opset_import:  # (a loop, not max() over a generator: composition asks on every call)
+        if opset.domain in ("", "ai.onnx"):
+            version = int(opset.version)
+            if found is None or version > found:
+                found = version
+    return 0 if found is None else found
 
 
 def convert_opset(proto: onnx.ModelProto, version: int, source: str, *, what: str = "", hint: str) -> onnx.ModelProto:

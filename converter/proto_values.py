@@ -56,11 +56,11 @@ class ProtoValueReader:
         self.types: dict[bytes, ir.IRType | None]
         # serialized tiny TensorProto -> Tensor fields, the array read-only and shared (see attribute_tensor())
         self.tiny_tensors: dict[bytes, tuple[np.ndarray, int, str, str]]
-        if after is not None and after.folder == folder:
+        if after is not None:
             # Models read one after the other to become one (``after``: the reader of the one
-            # before, see from_onnx.models_from_protos) share what it learnt: the IR objects
-            # are immutable and equal protos read alike, except that a type declaring a
-            # negative size warns once a reader, naming its model.
+            # before, of the same folder; see from_onnx.models_and_values_from_protos) share what it
+            # learnt: the IR objects are immutable and equal protos read alike, except that a
+            # type declaring a negative size warns once a reader, naming its model.
             self.tensor_types, self.tiny_tensors = after.tensor_types, after.tiny_tensors
             self.types = {} if after.negative_sizes else after.types
         else:

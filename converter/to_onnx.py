@@ -346,7 +346,8 @@ def model_to_proto(
         export.need(_IR_MODEL_FUNCTIONS)
         _reconcile_opsets(imports, model.graph, model.functions, source.location)
     imports.update(_normal_imports(opset_imports or {}))
-    for domain, version in sorted(imports.items()):
+    written_opsets = sorted(imports.items())
+    for domain, version in written_opsets:
         model.opset_import.add(domain=domain, version=version)
     if value_info or graph_metadata_props:
         from converter.recorded_metadata import apply_recorded_metadata
@@ -354,7 +355,7 @@ def model_to_proto(
         apply_recorded_metadata(model, export, value_info=value_info, graph_metadata_props=graph_metadata_props)
     if min_ir_version is not None:
         export.need(min(min_ir_version, max_ir_version()))
-    model.ir_version = _ir_version(model, export, ir_version, source.model)
+    model.ir_version = _ir_version(model, export, ir_version, source.model, written_opsets)
     _fill_metadata(model, source, producer_name, producer_version, doc_string, metadata_props)
     if infer_output_types:
         infer_missing_output_types(model, source.graph, overrides, require_output_ranks)
@@ -412,7 +413,17 @@ def _model_opset_imports(source: _ModelSource, function_names: dict[int, tuple[s
     return imports
 
 
+_TYPE, _ELEM_TYPE = operator.attrgetter("type"), operator.attrgetter("elem_type")
+_TENSOR_TYPE = {ir.TensorType}
+
+
 def _check_input_types(graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None:
+    if not overrides:
+        # (An IR < 4 model lists every weight as an input: plain tensor types are told
+        # typed by loops in C; anything else is asked below, one input at a time.)
+        types = list(map(_TYPE, graph.inputs))
+        if set(map(type, types)) <= _TENSOR_TYPE and 0 not in map(_ELEM_TYPE, types):
+            return
     for value in graph.inputs:
         if not has_elem_type(overrides.get(id(value), value.type)):
             raise ConversionError(
@@ -422,9 +433,11 @@ def _check_input_types(graph: ir.Graph, overrides: dict[int, ir.IRType]) -> None
             )
 
 
-def _ir_version(model: onnx.ModelProto, export: Export, requested: int | None, model_ir: ir.Model | None) -> int:
-    """The smallest IR version that the opsets and the features used need, or the one requested."""
-    opsets = [(opset.domain, opset.version) for opset in model.opset_import]
+def _ir_version(model: onnx.ModelProto, export: Export, requested: int | None, model_ir: ir.Model | None,
+                model_opsets: list[tuple[str, int]]) -> int:
+    """The smallest IR version that the opsets (``model_opsets``: the model's opset_import,
+    as written) and the features used need, or the one requested."""
+    opsets = [*model_opsets]
     for function in model.functions:
         opsets += [(opset.domain, opset.version) for opset in function.opset_import]
     required = max(export.required_ir_version(), _opsets_ir_version(tuple(opsets)))

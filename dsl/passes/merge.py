@@ -315,12 +315,12 @@ def _assemble(
     consumed = {id(output) for output, _ in pairs} - kept
     graph = ir.Graph(
         name=one.name or two.name,
-        inputs=one.inputs + [v for v in two.inputs if id(v) not in replaced],
-        outputs=[v for v in one.outputs if id(v) not in consumed] + two.outputs,
+        inputs=one.inputs + _without(two.inputs, replaced),
+        outputs=_without(one.outputs, consumed) + two.outputs,
         nodes=one.nodes + two.nodes,
-        initializers=one.initializers + [v for v in two.initializers if id(v) not in replaced],
+        initializers=one.initializers + _without(two.initializers, replaced),
         sparse_initializers={**one.sparse_initializers, **two.sparse_initializers},
-        value_info=one.value_info + [v for v in two.value_info if id(v) not in replaced],
+        value_info=one.value_info + _without(two.value_info, replaced),
         doc_string=one.doc_string or two.doc_string,
         location=one.location,
     )
@@ -341,3 +341,9 @@ def _assemble(
         metadata_props={**second.metadata_props, **first.metadata_props},
         location=first.location,
     )
+
+
+def _without(values: list[ir.Value], left_out: set[int]) -> list[ir.Value]:
+    """``values`` but those whose id is in ``left_out`` (``values`` itself where none is: the
+    caller concatenates, which copies)."""
+    return [v for v in values if id(v) not in left_out] if left_out else values
