@@ -148,3 +148,27 @@ def test_the_passes_refuse_a_model_used_twice() -> None:
 def test_a_non_model_is_refused() -> None:
     with pytest.raises(DslError, match="not int"):
         converter.split(parent(), 3, child("Sub"), [], [])
+
+
+def test_each_model_composed_warns_of_its_own_negative_sizes() -> None:
+    # The readers of one composition share the types they read; a type declaring a negative
+    # size (read as unknown) still warns once for each model that declares it, naming it.
+    import warnings
+
+    from dsl.errors import ModelWarning
+
+    def unbatched(op: str) -> onnx.ModelProto:
+        batch = helper.make_tensor_value_info("x", F, [-1, 3]), helper.make_tensor_value_info("y", F, [-1, 3])
+        return make([helper.make_node(op, ["x"], ["y"])], [batch[0]], [batch[1]])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = checked(converter.split(unbatched("Relu"), unbatched("Neg"), unbatched("Abs"), [("y", "x")],
+                                        [("y", "x")]))
+    warned = [str(w.message).split(":")[0] for w in caught if issubclass(w.category, ModelWarning)]
+    assert warned == ["<parent model>", "<left model>", "<right model>"]
+    x = arrays("x")["x"]
+    assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")
+    results = list(run(model, {"x": x}).values())
+    np.testing.assert_allclose(results[0], -np.maximum(x, 0))
+    np.testing.assert_allclose(results[1], np.maximum(x, 0))

@@ -704,3 +704,63 @@ def test_unread_initializers_and_uncalled_functions_are_added_under_free_names()
     assert [f.name for f in model.functions] == ["Negate"]
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(model.graph.initializer[0]), [0, 1, 2])
     np.testing.assert_array_equal(run(model, np.array([-1, 1], np.float32))[0], [0, 1])
+
+
+def test_an_input_of_undefined_element_type_among_typed_ones_is_an_error() -> None:
+    # (The writer tells a model's many typed inputs apart from an untyped one in a few loops
+    # over all of them: an element type 0 is as untyped as no type at all.)
+    typed, undefined = ir.Value("a", FLOAT[2]), ir.Value("u", ir.TensorType(0, (2,)))
+    out = ir.Value("o", FLOAT[2])
+    graph = ir.Graph("g", [typed, undefined], [out], [node("Add", [typed, undefined], [out])])
+    with pytest.raises(ConversionError, match="input 'u' has no type"):
+        model_to_proto(ir.Model(graph, opset_imports={"": 18}))
+
+
+def _negate(opset: int) -> ir.Function:
+    a, b = ir.Value("a", FLOAT[2]), ir.Value("b", FLOAT[2])
+    return ir.Function("Negate", ir.Graph("Negate", [a], [b], [node("Neg", [a], [b])]), domain="local",
+                       opset_imports={"": opset})
+
+
+def _called(negate: ir.Function, source: ir.Value, result: ir.Value) -> ir.Node:
+    call = node("Negate", [source], [result])
+    call.domain, call.callee = "local", negate
+    return call
+
+
+def test_a_model_writes_the_functions_its_graph_calls_though_it_lists_none() -> None:
+    # (an ir.Model built by hand need not list its callees; a call in an If branch counts too)
+    negate = _negate(18)
+    value = np.array([1.5, -2.0], np.float32)
+    x, y = ir.Value("x", FLOAT[2]), ir.Value("y", FLOAT[2])
+    direct = ir.Graph("g", [x], [y], [_called(negate, x, y)])
+    u, flag, z, negated, kept = (ir.Value("u", FLOAT[2]), ir.Value("c", ir.TensorType(onnx.TensorProto.BOOL, ())),
+                                 ir.Value("z", FLOAT[2]), ir.Value("n", FLOAT[2]), ir.Value("k", FLOAT[2]))
+    choose = node("If", [flag], [z],
+                  then_branch=ir.Attr("then_branch", K.GRAPH, ir.Graph("then", [], [negated], [_called(negate, u, negated)])),
+                  else_branch=ir.Attr("else_branch", K.GRAPH, ir.Graph("else", [], [kept], [node("Identity", [u], [kept])])))
+    in_branch = ir.Graph("h", [u, flag], [z], [choose])
+    for graph, feeds, expected in ((direct, [value], -value), (in_branch, [value, np.array(True)], -value)):
+        model = model_to_proto(ir.Model(graph, opset_imports={"": 18}))
+        assert [(f.domain, f.name) for f in model.functions] == [("local", "Negate")]
+        onnx.checker.check_model(model, full_check=True)
+        np.testing.assert_array_equal(run(model, *feeds)[0], expected)
+
+
+def test_the_ir_version_counts_the_opsets_of_model_local_functions() -> None:
+    # The caller imports opset 13, its callee the newest the installed onnxruntime loads (Neg
+    # is the same in both, so the model keeps 13): the IR version is what onnx's table gives
+    # the newer of the two, above the 8 that model-local functions need anyway.
+    newest = max_opset()
+    if onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", newest)], True) <= 8:
+        pytest.skip(f"opset {newest}, the newest the installed onnxruntime loads, needs no IR version above 8")
+    x, y, w = ir.Value("x", FLOAT[2]), ir.Value("y", FLOAT[2]), ir.Value("w", FLOAT[2])
+    negate = _negate(newest)
+    graph = ir.Graph("g", [x], [y], [node("Neg", [x], [w]), _called(negate, w, y)])
+    model = model_to_proto(ir.Model(graph, functions=[negate], opset_imports={"": 13}))
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 13), ("local", 1)]
+    needed = onnx.helper.find_min_ir_version_for([*model.opset_import, *model.functions[0].opset_import], True)
+    assert model.ir_version == needed
+    onnx.checker.check_model(model, full_check=True)
+    value = np.array([1.5, -2.0], np.float32)
+    np.testing.assert_array_equal(run(model, value)[0], value)
