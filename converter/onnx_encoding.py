@@ -514,7 +514,7 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
     names, reads, export = context.names, context.read_fields, context.export
     tag = node_wire.FUNCTION_VALUE_INFO if isinstance(parent, onnx.FunctionProto) else node_wire.GRAPH_VALUE_INFO
     length_prefix = node_wire.length_prefix
-    tag_heads = [tag + size for size in node_wire.SHORT_LENGTHS]  # (an entry's tag and length, if short)
+    tag_heads = _TAG_HEADS[tag]  # (an entry's tag and length, if short)
     # (ValueInfoProto.name and NodeProto.input are both field 1: a value read by a node has
     # its name field encoded already)
     read_field = reads.get if _NAME_IS_INPUT_FIELD else _no_field
@@ -552,6 +552,9 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
+# a value_info entry's tag and short length, by length, for a graph's and a function's
+_TAG_HEADS = {tag: [tag + size for size in node_wire.SHORT_LENGTHS]
+              for tag in (node_wire.GRAPH_VALUE_INFO, node_wire.FUNCTION_VALUE_INFO)}
 
 
 def _no_field(value: ir.Value) -> None:
