@@ -354,4 +354,13 @@ CHECK_MUTATIONS = [
              "    return _UNWATCHED", ("tests/test_progress.py",)),
     Mutation("FC10", "the first pause to end resumes collection under the others", "dsl/collection_pause.py",
              "            if _running == 0 and _resume:", "            if _resume:", ("tests/test_collection_pause.py",)),
+    Mutation("VB1", "the writer decodes and encodes again attributes held as their serialized protos",
+             "converter/onnx_encoding.py", "    if type(key) is ir.SerializedAttributes:", "    if False:",
+             ("tests/test_proto_attributes.py",)),
+    Mutation("VB2", "attributes copied unread do not count for the IR version their tensors need",
+             "converter/onnx_encoding.py", "        context.export.elem_types.update(key.elem_types)", "        pass",
+             ("tests/test_proto_attributes.py",)),
+    Mutation("VB3", "the reader gives held attributes no tensor element types", "converter/proto_attributes.py",
+             "elem_types = frozenset(t[2][1] for t in templates if t[1] is ir.AttrKind.TENSOR)",
+             "elem_types = frozenset()", ("tests/test_proto_attributes.py",)),
 ]

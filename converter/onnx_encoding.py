@@ -366,9 +366,15 @@ def _input_fields(node: ir.Node, context: BodyContext, nodes: Any, initializers:
 
 def _held_attribute_fields(node: ir.Node, context: BodyContext) -> bytes:
     """The encoded attributes of a node that holds them unread, the first time the export
-    meets their key (kept in ``export.wire.held_attributes`` for the next)."""
+    meets their key (kept in ``export.wire.held_attributes`` for the next): the serialized
+    AttributeProtos copied where the key is them (written as the file had them, as
+    onnx.compose copies nodes), else decoded and encoded."""
     key = node.unread_attributes
-    encoded = _attribute_fields(node, context)  # (decodes them)
+    if type(key) is ir.SerializedAttributes:
+        encoded = b"".join([node_wire.message_field(node_wire.NODE_ATTRIBUTE, field) for field in key])
+        context.export.elem_types.update(key.elem_types)
+    else:
+        encoded = _attribute_fields(node, context)  # (decodes them)
     context.export.wire.held_attributes[key] = encoded
     return encoded
 

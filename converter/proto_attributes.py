@@ -211,8 +211,11 @@ class ProtoAttributeReader(ProtoValueReader):
             if keys in self.holdable or self.learn_held(keys, attributes, scope):
                 domain = proto.domain
                 metadata_props = {p.key: p.value for p in proto.metadata_props} or None
+                # (a writer copies these bytes: the element types of their tensors go with them)
+                templates = [self.held[key] for key in keys]
+                elem_types = frozenset(t[2][1] for t in templates if t[1] is ir.AttrKind.TENSOR)  # type: ignore[index]
                 tail = (proto.op_type, "" if domain == "ai.onnx" else domain, proto.overload, proto.doc_string,
-                        metadata_props, keys)
+                        metadata_props, ir.SerializedAttributes(keys, elem_types))
         self.node_tails[wire[start:]] = tail
         return tail
 

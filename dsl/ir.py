@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import operator
 import typing
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING, Any, Union
@@ -26,7 +26,7 @@ import numpy as np
 __all__ = [
     "outer_values", "needed_nodes", "bound_attributes", "resolve_attribute", "SourceLocation", "TensorType",
     "SequenceType", "OptionalType", "MapType", "SparseTensorType", "IRType", "Tensor", "SparseTensor", "AttrKind",
-    "Attr", "AttrParam", "Value", "Node", "held_node", "Graph", "Function", "Model", "ELEMENT_TYPE_NAMES",
+    "Attr", "AttrParam", "Value", "Node", "held_node", "SerializedAttributes", "Graph", "Function", "Model", "ELEMENT_TYPE_NAMES",
     "element_type_name", "subgraphs", "walk", "holds_subgraphs", "may_hold_subgraphs", "use_counts",
 ]
 
@@ -315,6 +315,25 @@ class _HeldNode(Node):
             self.unread_attributes = self._decode_attributes = None
             self.__class__ = Node
             return attributes
+
+
+class SerializedAttributes(tuple):  # (of bytes)
+    """A key of :meth:`Node.hold_unread_attributes` that is the node's attributes as
+    protobuf serialized them (one ``AttributeProto`` each): a writer may copy them as they
+    are, recording ``elem_types`` (the element types of their tensors) as if it had encoded
+    them, instead of decoding and encoding them again.
+
+    >>> key = SerializedAttributes([b"\\n\\x04axis\\x18\\x01\\xa0\\x01\\x02"], frozenset())
+    >>> key == (b"\\n\\x04axis\\x18\\x01\\xa0\\x01\\x02",), key.elem_types
+    (True, frozenset())
+    """
+
+    elem_types: frozenset[int]
+
+    def __new__(cls, fields: Iterable[bytes], elem_types: frozenset[int]) -> SerializedAttributes:
+        key = super().__new__(cls, fields)
+        key.elem_types = elem_types
+        return key
 
 
 def held_node(op_type: str, domain: str, inputs: list[Value | None], name: str, overload: str, doc_string: str,
