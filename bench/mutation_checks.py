@@ -363,4 +363,12 @@ CHECK_MUTATIONS = [
     Mutation("VB3", "the reader gives held attributes no tensor element types", "converter/proto_attributes.py",
              "elem_types = frozenset(t[2][1] for t in templates if t[1] is ir.AttrKind.TENSOR)",
              "elem_types = frozenset()", ("tests/test_proto_attributes.py",)),
+    Mutation("WT1", "a block of work that ends stays in the watcher's list", "dsl/progress.py",
+             "            self._works.remove(work)\n", "", ("tests/test_progress.py",)),
+    Mutation("WT2", "each block of work starts a watching thread of its own", "dsl/progress.py",
+             "            if self._thread is None or not self._thread.is_alive():", "            if True:",
+             ("tests/test_progress.py",)),
+    Mutation("WT3", "the watcher draws a bar only for the first block", "dsl/progress.py",
+             "                    wake = min(wake, work.due)\n", "                    wake = min(wake, work.due)\n                    break\n",
+             ("tests/test_progress.py",)),
 ]

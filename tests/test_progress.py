@@ -122,3 +122,35 @@ def test_eager_run_node_by_node_counts_its_nodes(terminal: _Terminal, monkeypatc
     np.testing.assert_array_equal(y, np.abs(-np.maximum(x, 0)))
     assert "eager.run, node by node" in terminal.getvalue()
     assert [(bar.bar.n, bar.bar.total) for bar in seen] == [(3, 3)]
+
+
+def test_blocks_of_work_share_one_watching_thread(terminal: _Terminal, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A block enters itself in the watcher's list (it would cost a thread each, 57 µs, a
+    # good part of merging two small models); works at once, from several threads, each
+    # get their bar, closed when the block ends.
+    import threading
+
+    pytest.importorskip("tqdm", reason="bars need tqdm, the notebooks extra")
+    _on(terminal, monkeypatch)
+    with working("warming up", delay=5.0):
+        pass
+    threads = threading.active_count()
+    for _ in range(50):
+        with working("quick work", delay=5.0):
+            pass
+    assert threading.active_count() == threads
+    assert progress_module.WATCHER.active == 0
+
+    def other() -> None:
+        with working("the other work", delay=0.02, interval=0.02):
+            time.sleep(0.3)
+
+    helper = threading.Thread(target=other)
+    with working("this work", delay=0.02, interval=0.02):
+        helper.start()
+        time.sleep(0.3)
+        helper.join()
+    drawn = terminal.getvalue()
+    assert "this work: 00:00" in drawn and "the other work: 00:00" in drawn
+    assert "quick work" not in drawn
+    assert progress_module.WATCHER.active == 0
