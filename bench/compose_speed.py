@@ -29,8 +29,9 @@ these runs for at least half a second in all (more rounds for the small models).
 Goal: linear in the number of nodes, merge <= 1.0x onnx.compose.merge_models and cut <= 1.0x
 onnx.utils.Extractor where it cuts (the "goal" column says met or not).  The operations run in rounds,
 each round timing every operation once (in a rotating order), so that a slow spell of a
-shared machine falls on all of them alike; each figure is the best of ``--repeats``
-rounds up to 20 000 nodes and of ``--large-repeats`` above.  Times are this process's
+shared machine falls on all of them alike; each figure is the best of at least ``--repeats``
+rounds up to 20 000 nodes (more until each operation has run half a second in all) and of
+``--large-repeats`` above.  Times are this process's
 CPU time by default (``--clock cpu``): both sides are single-threaded Python and C++, and
 on a shared machine the elapsed time also counts the slices the scheduler gives other
 processes, which made single figures wander by tens of percent (``--clock wall`` for
@@ -121,7 +122,8 @@ def measure(nodes: int, rounds: int) -> dict[str, float]:
         "extract": (lambda: onnx.utils.Extractor(typed).extract_model(["x"], [middle]), nodes),
         "inference": (lambda: onnx.shape_inference.infer_shapes(first, check_type=False, strict_mode=False), nodes),
     }
-    best = best_of_rounds({name: action for name, (action, _) in actions.items()}, rounds)
+    best = best_of_rounds({name: action for name, (action, _) in actions.items()}, rounds,
+                          MIN_SECONDS if nodes <= 20000 else 0.0)
     return {name: best[name] / count * 1e6 for name, (_, count) in actions.items()}
 
 
@@ -144,9 +146,9 @@ def best_of_rounds(actions: dict[str, Callable[[], Any]], rounds: int, min_secon
     return best
 
 
-# Each light-model operation runs for at least this long in all (best of more rounds for the
-# small models, whose single runs take a millisecond or two and wander most).
-LIGHT_MIN_SECONDS = 0.5
+# Up to 20 000 nodes, each operation runs for at least this long in all (best of more rounds
+# for the short ones, whose single runs wander most).
+MIN_SECONDS = 0.5
 LIGHT_MODELS = ("light_squeezenet.onnx", "light_resnet50.onnx", "light_inception_v2.onnx", "light_densenet121.onnx")
 
 
@@ -188,7 +190,7 @@ def _time_light_model(first: Any, rounds: int) -> dict[str, float]:
         "onnx.compose": lambda: onnx.compose.merge_models(first, second, io_map=[], prefix2="b_"),
         "cut": lambda: converter.cut(first, outputs=[middle]),
     }
-    return {name: value * 1e3 for name, value in best_of_rounds(actions, rounds, LIGHT_MIN_SECONDS).items()}
+    return {name: value * 1e3 for name, value in best_of_rounds(actions, rounds, MIN_SECONDS).items()}
 
 
 def _met(*ratios: float) -> str:
