@@ -199,16 +199,20 @@ def _met(*ratios: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global clock, MIN_SECONDS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[2000, 20000, 200000], help="nodes per model")
     parser.add_argument("--repeats", type=int, default=5, help="rounds per size up to 20 000 nodes (best taken)")
     parser.add_argument("--large-repeats", type=int, default=2, help="rounds per size above 20 000 nodes")
+    parser.add_argument("--min-seconds", type=float, default=MIN_SECONDS,
+                        help="up to 20 000 nodes and on the real models, more rounds until each operation has run "
+                        "this long in all (0: exactly --repeats rounds)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
                         help="cpu: this process's CPU time (default; both sides run on one thread, and time the "
                         "machine gives other processes is not counted); wall: elapsed time")
     args = parser.parse_args(argv)
-    global clock
     clock = CLOCKS[args.clock]
+    MIN_SECONDS = args.min_seconds
     print(f"clock: {args.clock}")
 
     rows = {size: measure(size, args.repeats if size <= 20000 else args.large_repeats) for size in args.sizes}

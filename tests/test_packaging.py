@@ -237,7 +237,7 @@ def test_compile_speed_bench_runs() -> None:
 def test_compose_speed_bench_runs() -> None:
     """A smoke run of the composition benchmark at toy sizes."""
     result = subprocess.run(
-        [sys.executable, "bench/compose_speed.py", "--sizes", "30", "60", "--repeats", "1"],
+        [sys.executable, "bench/compose_speed.py", "--sizes", "30", "60", "--repeats", "1", "--min-seconds", "0"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
