@@ -371,4 +371,6 @@ CHECK_MUTATIONS = [
     Mutation("WT3", "the watcher draws a bar only for the first block", "dsl/progress.py",
              "                    wake = min(wake, work.due)\n", "                    wake = min(wake, work.due)\n                    break\n",
              ("tests/test_progress.py",)),
+    Mutation("WT4", "a forked child keeps its parent's watcher (and a lock nobody will release)", "dsl/progress.py",
+             "    os.register_at_fork(after_in_child=WATCHER.forget)", "    pass", ("tests/test_progress.py",)),
 ]

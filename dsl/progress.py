@@ -136,6 +136,11 @@ class Watcher:
         self._works: list[_Work] = []
         self._thread: threading.Thread | None = None
 
+    def forget(self) -> None:
+        """Start over with no block and no thread: what a forked child does (it has no
+        watching thread, and may have copied the lock held)."""
+        self.__init__()  # type: ignore[misc]
+
     @property
     def active(self) -> int:
         return len(self._works)
@@ -177,6 +182,8 @@ class Watcher:
 
 
 WATCHER = Watcher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCHER.forget)
 
 
 def _new_bar(total: int | None, description: str, unit: str, delay: float, unit_scale: bool,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
 from collections.abc import Iterator
 
@@ -154,3 +155,41 @@ def test_blocks_of_work_share_one_watching_thread(terminal: _Terminal, monkeypat
     assert "this work: 00:00" in drawn and "the other work: 00:00" in drawn
     assert "quick work" not in drawn
     assert progress_module.WATCHER.active == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_starts_its_own_watcher(terminal: _Terminal, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A child forked while the watcher's lock was held (the thread drawing) has no thread
+    # to release it: it starts over, or its first block of work would wait forever.
+    _on(terminal, monkeypatch)
+    with working("in the parent", delay=5.0):
+        pass
+    import threading
+
+    lock, held, release = progress_module.WATCHER._changed, threading.Event(), threading.Event()
+
+    def drawing() -> None:  # (the watching thread, as it holds the lock while it draws)
+        with lock:
+            held.set()
+            release.wait(10.0)
+
+    holder = threading.Thread(target=drawing)
+    holder.start()
+    held.wait(10.0)
+    child = os.fork()
+    if child == 0:  # (the child: exits with 0 once its block ran)
+        try:
+            with working("in the child", delay=5.0):
+                pass
+        finally:
+            os._exit(0)
+    release.set()
+    holder.join()
+    deadline, ended, status = time.monotonic() + 10.0, 0, -1
+    while not ended and time.monotonic() < deadline:
+        ended, status = os.waitpid(child, os.WNOHANG)  # ((0, 0) while it runs)
+        time.sleep(0.01)
+    if not ended:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    assert ended and status == 0, "the forked child's block of work never ended"
