@@ -205,7 +205,8 @@ class Op:
         array(3., dtype=float32)
     """
 
-    __slots__ = ("_attr_kinds", "_eager_key", "_input_kinds", "_input_range", "_output_range", "name", "opset", "schema")
+    __slots__ = ("_allowed_types", "_attr_kinds", "_eager_key", "_input_kinds", "_input_range", "_output_range", "name",
+                 "opset", "schema")
 
     def __init__(self, opset: Opset, name: str, schema: Any) -> None:
         self.opset = opset
@@ -213,6 +214,7 @@ class Op:
         self.schema = schema
         self._eager_key: Any = None
         self._input_kinds: dict[str, tuple[int, bool, bool]] | None = None
+        self._allowed_types: dict[str, list[str]] | None = None
         if schema is not None:
             self._attr_kinds = {n: ir.AttrKind(int(a.type)) for n, a in schema.attributes.items()}
             self._input_range = (schema.min_input, schema.max_input)
@@ -240,6 +242,22 @@ class Op:
         since = "" if self.schema is None else f", since {self.since_version}"
         domain = f"{self.domain} " if self.domain else ""
         return f"Op({self.name}, opset {domain}{self.version}{since})"
+
+    def allowed_type_strs(self, type_str: str) -> list[str]:
+        """The type strings a formal typed ``type_str`` admits: those of its type
+        constraint, or ``type_str`` itself (``"tensor(int64)"``); [] without a schema.
+
+        >>> from dsl import opset18 as op
+        >>> op.ConcatFromSequence.allowed_type_strs("S")[:2]
+        ['seq(tensor(uint8))', 'seq(tensor(uint16))']
+        """
+        if self.schema is None:
+            return []
+        allowed = self._allowed_types
+        if allowed is None:
+            allowed = self._allowed_types = {
+                c.type_param_str: list(c.allowed_type_strs) for c in self.schema.type_constraints}
+        return allowed.get(type_str, [type_str])
 
     # ------------------------------------------------------------------ checking calls
 
@@ -420,7 +438,6 @@ class Op:
             # A heterogeneous variadic (Scan, Loop) says nothing about its other types.
             if elem is not None and formal.type_str not in by_param and _is_homogeneous(formal):
                 by_param[formal.type_str] = elem
-        constraints = {c.type_param_str: list(c.allowed_type_strs) for c in self.schema.type_constraints}
         result: list[int | None] = []
         for formal in self.schema.outputs:
             if special is not None:
@@ -432,7 +449,7 @@ class Op:
                 continue
             elem = by_param.get(type_str)
             if elem is None:
-                allowed = constraints.get(type_str, [type_str])
+                allowed = self.allowed_type_strs(type_str)
                 if len(allowed) == 1:
                     elem = elem_of_type_str(allowed[0])
             result.append(elem)

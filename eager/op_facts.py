@@ -52,9 +52,8 @@ class OpFacts:
         self.formal_kinds: dict[str, frozenset[str]] = {}
         outputs_admit_sequences = schema is None
         if schema is not None:
-            allowed_by_param = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
             for formal in (*schema.inputs, *schema.outputs):
-                allowed = allowed_by_param.get(formal.type_str, [formal.type_str])
+                allowed = op.allowed_type_strs(formal.type_str)
                 self.formal_kinds[formal.type_str] = frozenset(_kind_of_type_str(a) for a in allowed)
             outputs_admit_sequences = any(
                 not self.formal_kinds[f.type_str] <= {"tensor"} for f in schema.outputs

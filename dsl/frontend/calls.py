@@ -47,21 +47,6 @@ def _formal_types(op: Op, count: int) -> list[str | None]:
     return list(formals) + [formals[-1]] * (count - len(formals))
 
 
-_SEQUENCE_FORMALS: dict[tuple[Op, str], bool] = {}
-
-
-def _takes_sequences(op: Op, formal: str) -> bool:
-    """Whether the schema's input typed ``formal`` admits a sequence (``seq(tensor(...))``)."""
-    found = _SEQUENCE_FORMALS.get((op, formal))
-    if found is None:
-        allowed = [formal]
-        for constraint in op.schema.type_constraints if op.schema is not None else ():
-            if constraint.type_param_str == formal:
-                allowed = list(constraint.allowed_type_strs)
-        found = _SEQUENCE_FORMALS[(op, formal)] = any(type_str.startswith("seq(") for type_str in allowed)
-    return found
-
-
 def _sequence_items(op: Op, formal: str | None, operand: Any) -> list[Any] | None:
     """The tensors of a Python list or tuple passed where ``op`` takes a sequence (eager
     mode's rule: empty, or its first item a tensor); None for any other operand."""
@@ -71,8 +56,10 @@ def _sequence_items(op: Op, formal: str | None, operand: Any) -> list[Any] | Non
         items = list(operand.value)
     else:
         return None
-    if formal is None or (items and not isinstance(items[0], ir.Value)) or not _takes_sequences(op, formal):
+    if formal is None or (items and not isinstance(items[0], ir.Value)):
         return None
+    if not any(type_str.startswith("seq(") for type_str in op.allowed_type_strs(formal)):
+        return None  # (the input takes no seq(tensor))
     return items
 
 
