@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from converter.proto_values import ProtoValueReader, text
+from converter.proto_values import ProtoValueReader, field_size, text
 from dsl import ir
 from dsl.errors import ModelLoadError
 
@@ -61,14 +61,7 @@ def fields_in_number_order() -> bool:
 
 def encoded_strings_size(strings: list[str]) -> int:
     """The bytes that ``strings`` take as length-delimited fields of numbers below 16."""
-    size = 0
-    for text_ in strings:
-        length = len(text_.encode("utf-8"))
-        size += 2 + length
-        while length >= 128:  # (a length is a varint: 7 bits a byte)
-            length >>= 7
-            size += 1
-    return size
+    return sum(field_size(len(text_.encode("utf-8"))) for text_ in strings)
 
 
 def made(template: Template) -> ir.Attr:

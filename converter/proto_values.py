@@ -19,13 +19,13 @@ import numpy as np
 
 from dsl import ir
 from dsl.errors import ModelLoadError, ModelWarning
-from dsl.held_tensor import HeldTensor
+from dsl.held_tensor import hold as held_tensor
 from dsl.tensor_protos import MAX_RANK, check_dims, tensor_array
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["ProtoValueReader", "text"]
+__all__ = ["ProtoValueReader", "text", "field_size"]
 
 _STRING = 8  # TensorProto.STRING
 # Element types whose raw_data is plain little-endian numpy data.
@@ -101,7 +101,7 @@ class ProtoValueReader:
         if not hold:
             return list(map(read, protos))
         found: list[ir.Tensor] = []
-        add, raw_dtypes, prod, Tensor = found.append, _RAW_DTYPES, math.prod, ir.Tensor
+        add, raw_dtypes, prod = found.append, _RAW_DTYPES, math.prod
         for proto in protos:
             data_type = proto.data_type
             dtype = raw_dtypes.get(data_type)
@@ -118,13 +118,9 @@ class ProtoValueReader:
                         data_start = 2 * len(dims) + len(name) + 4 + header
                     else:
                         data_start = _data_start(dims, name, size)
-                    if (len(serialized) == data_start + size + (_field_size(len(doc_string)) if doc_string else 0)
+                    if (len(serialized) == data_start + size + (field_size(len(doc_string)) if doc_string else 0)
                             and serialized[data_start - header] == _RAW_DATA_TAG):
-                        # (a HeldTensor made as dsl.held_tensor.hold makes one, without the call)
-                        tensor = Tensor((serialized, data_start, dims, dtype, data_type, name, doc_string),  # type: ignore[arg-type]
-                                        data_type, name, doc_string)
-                        tensor.__class__ = HeldTensor
-                        add(tensor)
+                        add(held_tensor((serialized, data_start, dims, dtype, data_type, name, doc_string)))
                         continue
             add(read(proto))  # (which reads it, or names what is wrong with it)
         return found
@@ -240,7 +236,7 @@ def _data_start(dims: list[int], name: str, size: int) -> int:
     data_type < 128; dims unpacked, the common sizes counted inline.)"""
     if name:
         length = len(name)
-        start = (length + 4 if length < 0x80 else _field_size(length) + 2) + 2 * len(dims)
+        start = (length + 4 if length < 0x80 else field_size(length) + 2) + 2 * len(dims)
     else:
         start = 2 + 2 * len(dims)
     if dims and max(dims) >= 0x80:
@@ -252,7 +248,7 @@ def _varint_size(number: int) -> int:
     return 1 if number < 0x80 else 2 if number < 0x4000 else 3 if number < 0x200000 else (number.bit_length() + 6) // 7
 
 
-def _field_size(size: int) -> int:
+def field_size(size: int) -> int:
     """Bytes of a length-delimited field of ``size`` bytes whose tag is one byte."""
     return 1 + _varint_size(size) + size
 
