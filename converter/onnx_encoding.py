@@ -524,7 +524,6 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
     # (ValueInfoProto.name and NodeProto.input are both field 1: a value read by a node has
     # its name field encoded already)
     read_field = reads.get if _NAME_IS_INPUT_FIELD else _no_field
-    known_type_fields = export.wire.types.get
     last_type: ir.IRType | None = None  # (an exported model spells one type many times in a row)
     type_field = b""
     entries: list[bytes] = []  # (an entry whole, or the three parts of a usual one)
@@ -546,8 +545,7 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
             continue
         # (the usual entry, a name read by a node and a type, as _value_info_body writes it)
         if value_type is not last_type:
-            found = known_type_fields(id(value_type))
-            type_field = found[1] if found is not None else _new_type_field(value_type, export)
+            type_field = _type_field(value_type, export)
             last_type = value_type
         size = len(name_field) + len(type_field)
         entries += (tag_heads[size] if size < 128 else tag + length_prefix(size), name_field, type_field)
@@ -573,11 +571,16 @@ def _value_info_body(name_field: bytes, value: ir.Value, export: Export) -> byte
     body = name_field
     value_type = value.type
     if value_type is not None:
-        found = export.wire.types.get(id(value_type))
-        body += found[1] if found is not None else _new_type_field(value_type, export)
+        body += _type_field(value_type, export)
     if value.doc_string:
         body += node_wire.string_field(node_wire.VALUE_INFO_DOC_STRING, value.doc_string)
     return body
+
+
+def _type_field(ir_type: ir.IRType, export: Export) -> bytes:
+    """A ValueInfoProto's encoded type field (made once an export: :func:`_new_type_field`)."""
+    found = export.wire.types.get(id(ir_type))
+    return found[1] if found is not None else _new_type_field(ir_type, export)
 
 
 def _new_type_field(ir_type: ir.IRType, export: Export) -> bytes:
