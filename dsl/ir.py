@@ -26,8 +26,9 @@ import numpy as np
 __all__ = [
     "outer_values", "needed_nodes", "bound_attributes", "resolve_attribute", "SourceLocation", "TensorType",
     "SequenceType", "OptionalType", "MapType", "SparseTensorType", "IRType", "Tensor", "SparseTensor", "AttrKind",
-    "Attr", "AttrParam", "Value", "Node", "held_node", "SerializedAttributes", "Graph", "Function", "Model", "ELEMENT_TYPE_NAMES",
-    "element_type_name", "subgraphs", "walk", "holds_subgraphs", "may_hold_subgraphs", "use_counts",
+    "Attr", "AttrParam", "Value", "Node", "held_node", "SerializedAttributes", "Graph", "Function", "Model",
+    "ELEMENT_TYPE_NAMES", "element_type_name", "subgraphs", "walk", "holds_subgraphs", "may_hold_subgraphs",
+    "use_counts",
 ]
 
 # ONNX ``TensorProto.DataType`` names, index = number - 1 (ONNX's own numbering).

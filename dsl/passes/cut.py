@@ -29,7 +29,7 @@ graph is new, but its nodes and values are the input's own (the input's lists ar
 as they were).  That is for a caller that read the model only to cut it and drops the
 input (``converter.cut``): copying was most of the pass's time.  ``names`` is such a
 caller's table of the main graph's values by name, as the reader bound them
-(:func:`converter.from_onnx.model_and_names_from_proto`), for a graph nothing changed
+(:func:`converter.from_onnx.model_and_values_from_proto`), for a graph nothing changed
 since: the pass then looks names up in it rather than going over every node to build
 its own, and, every value being the graph's own, finds what is needed in one pass over
 the nodes from the last.

@@ -104,7 +104,8 @@ def merge_models(
             hint="read the model twice (converter.merge does) to chain two copies of it",
         )
     pairs = _resolve(first, second, list(io_map))
-    kept = {id(v) for v in first.graph.outputs if v.name in set(keep_outputs)}
+    keep = set(keep_outputs)
+    kept = {id(v) for v in first.graph.outputs if v.name in keep}
     _check_opsets(first, second)
     first_contents = read_graph_contents(first.graph, read_values[0])
     if prefix1:
