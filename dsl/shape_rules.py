@@ -30,6 +30,7 @@ from dsl.shape_rules_inputs import INPUT_RULES, expanded_rank
 from dsl.shape_sizes import Dim, Shape, shape_text
 from dsl.shape_sizes import differ as _differ
 from dsl.shape_sizes import is_static as _static
+from dsl.shape_sizes import product as _product
 
 __all__ = ["BROADCASTING_OPS", "READS_CONSTANTS", "Dim", "Shape", "SAME_SHAPE_OPS", "broadcast", "check_attributes", "has_rule", "infer",
            "shape_text"]
@@ -153,15 +154,6 @@ class _Call:
 
     def fail(self, detail: str, hint: str) -> DslTypeError:
         return DslTypeError(f"{self.op_type}: {detail}", self.location, hint=hint)
-
-
-def _product(dims: Sequence[Dim]) -> int | None:
-    total = 1
-    for dim in dims:
-        if not _static(dim):
-            return None
-        total *= int(dim)  # type: ignore[arg-type]
-    return total
 
 
 def _total(sizes: Sequence[Dim]) -> int | None:

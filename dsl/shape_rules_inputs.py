@@ -31,6 +31,7 @@ from dsl.errors import DslTypeError
 from dsl.shape_sizes import Dim, shape_text
 from dsl.shape_sizes import differ as _differ
 from dsl.shape_sizes import is_static as _static
+from dsl.shape_sizes import product as _product
 
 __all__ = ["ELEMENT_RULES", "INPUT_RULES", "MODEL_ONLY_RULES", "RuleCall", "check_element_types", "check_inputs",
            "expanded_rank", "fits_into", "shape_text"]
@@ -247,23 +248,14 @@ def _pad(call: RuleCall) -> None:
     if data is not None and pads is not None and not axes_given and _differ(pads[-1], 2 * len(data)):
         raise call.fail(f"the pads {call.operand(1)} have {pads[-1]} values, but {call.operand(0)} needs "
                         f"{2 * len(data)} (2 per axis)", hint + " (or give axes to pad only some axes)")
-    if value is not None and any(_static(d) for d in value) and _differ(_count(value), 1):
+    if value is not None and any(_static(d) for d in value) and _differ(_product(value), 1):
         raise call.fail(f"the constant_value {call.operand(2)} must hold one value",
                         f"pass one value: op.Reshape({call.name(2)}, [1]) of a one-element tensor, or a scalar")
 
 
-def _count(shape: tuple[Dim, ...]) -> int | None:
-    total = 1
-    for size in shape:
-        if not _static(size):
-            return None
-        total *= int(size)  # type: ignore[arg-type]
-    return total
-
-
 def _one_hot(call: RuleCall) -> None:
     depth, values = call.shape(1), call.shape(2)
-    if depth is not None and (_count(depth) or 0) > 1:
+    if depth is not None and (_product(depth) or 0) > 1:
         raise call.fail(f"depth {call.operand(1)} must hold one value", "give depth as a scalar (rank 0) or one value")
     if values is not None and (len(values) != 1 or _differ(values[0], 2)):
         raise call.fail(f"values {call.operand(2)} must be [off_value, on_value]: a 1-D tensor of two values",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Dim", "Shape", "differ", "is_static", "shape_text"]
+__all__ = ["Dim", "Shape", "differ", "is_static", "product", "shape_text"]
 
 Dim = int | str | None
 Shape = tuple[Dim, ...] | None
@@ -44,3 +44,17 @@ def differ(left: Dim, right: Dim) -> bool:
     (True, False, False)
     """
     return is_static(left) and is_static(right) and left != right
+
+
+def product(dims: Sequence[Dim]) -> int | None:
+    """The number of elements of a shape, where every size is static (else None).
+
+    >>> product((2, 3)), product(()), product((2, "N"))
+    (6, 1, None)
+    """
+    total = 1
+    for dim in dims:
+        if not is_static(dim):
+            return None
+        total *= int(dim)  # type: ignore[arg-type]  # (static: an int)
+    return total
