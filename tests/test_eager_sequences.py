@@ -13,6 +13,7 @@ from __future__ import annotations
 import linecache
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -469,3 +470,55 @@ def test_lists_that_are_neither_tensor_nor_sequence_are_refused_in_both_modes() 
         with pytest.raises(DslTypeError, match="item 1 of a sequence is a float, not a tensor") as refused:
             call()
         assert "ConcatFromSequence([a, 1.0]" in str(refused.value)
+
+
+# ------------------------------------------- inputs typed optional(...) only (opsets 15-17)
+
+
+@pytest.mark.parametrize("version", [15, 16, 17, 18])
+def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -> None:
+    # Before opset 18, OptionalHasElement and OptionalGetElement take optional(...) only:
+    # eager mode feeds them a tensor, a list (a sequence) or None (an empty optional) as
+    # an optional, and the model wraps the same with Optional; an optional is passed as is.
+    ops = get_opset("", version)
+
+    @script()
+    def has_tensor(a: FLOAT["N"]) -> BOOL:
+        return ops.OptionalHasElement(a)
+
+    @script()
+    def has_none(a: FLOAT["N"]) -> BOOL:
+        return ops.OptionalHasElement(None)
+
+    @script()
+    def has_empty_list(a: FLOAT["N"]) -> BOOL:
+        return ops.OptionalHasElement([])
+
+    @script()
+    def get_listed(a: FLOAT["N"], b: FLOAT["M"]) -> FLOAT["K"]:
+        return ops.ConcatFromSequence(ops.OptionalGetElement([a, b]), axis=0)
+
+    @script()
+    def get_wrapped(a: FLOAT["N"]) -> FLOAT["N"]:
+        return ops.OptionalGetElement(ops.Optional(a)) * 2.0
+
+    @script()
+    def get_sequence(a: FLOAT["N"]) -> FLOAT["K"]:
+        return ops.ConcatFromSequence(ops.OptionalGetElement(ops.SequenceConstruct(a, a)), axis=0)
+
+    @script()
+    def get_parameter(a: FLOAT["N"], maybe: Optional[FLOAT["N"]]) -> FLOAT["N"]:
+        return ops.OptionalGetElement(maybe) + a
+
+    a, b = f32(2), f32(3)
+    check_script(has_tensor, [a], np.array(True))
+    check_script(has_none, [a], np.array(False))
+    check_script(has_empty_list, [a], np.array(True))
+    check_script(get_listed, [a, b], np.concatenate([a, b]))
+    check_script(get_wrapped, [a], a * 2)
+    check_script(get_sequence, [a], np.concatenate([a, a]))
+    check_script(get_parameter, [a, a], a * 2)
+    for function in (has_tensor, has_none, has_empty_list, get_listed, get_wrapped, get_sequence, get_parameter):
+        onnx.checker.check_model(function.to_model_proto(), full_check=True)
+    wrapped = [node.op_type for node in get_listed.to_model_proto().graph.node].count("Optional")
+    assert wrapped == (1 if version < 18 else 0)  # (opset 18 takes the sequence itself)

@@ -47,20 +47,53 @@ def _formal_types(op: Op, count: int) -> list[str | None]:
     return list(formals) + [formals[-1]] * (count - len(formals))
 
 
-def _sequence_items(op: Op, formal: str | None, operand: Any) -> list[Any] | None:
-    """The tensors of a Python list or tuple passed where ``op`` takes a sequence (eager
-    mode's rule: empty, or its first item a tensor); None for any other operand."""
+def _list_items(operand: Any) -> list[Any] | None:
+    """The items of a Python list or tuple of tensors (eager mode's rule for a sequence:
+    empty, or its first item a tensor); None for any other operand."""
     if isinstance(operand, ValueTuple):
         items: list[Any] = list(operand.items)
     elif isinstance(operand, PyValue) and isinstance(operand.value, (list, tuple)):
         items = list(operand.value)
     else:
         return None
-    if formal is None or (items and not isinstance(items[0], ir.Value)):
+    if items and not isinstance(items[0], ir.Value):
         return None
-    if not any(type_str.startswith("seq(") for type_str in op.allowed_type_strs(formal)):
-        return None  # (the input takes no seq(tensor))
     return items
+
+
+def _sequence_items(op: Op, formal: str | None, operand: Any) -> list[Any] | None:
+    """The tensors of a Python list or tuple passed where ``op`` takes a sequence (see
+    :func:`_list_items`); None for any other operand."""
+    if formal is None:
+        return None
+    items = _list_items(operand)
+    if items is None or not any(type_str.startswith("seq(") for type_str in op.allowed_type_strs(formal)):
+        return None  # (not a list of tensors, or the input takes no seq(tensor))
+    return items
+
+
+_OPTIONAL_FORMALS: dict[Op, frozenset[str]] = {}
+
+
+def _optional_formals(op: Op) -> frozenset[str]:
+    """The formal types of ``op`` that admit ``optional(...)`` types only (OptionalHasElement
+    and OptionalGetElement before opset 18), whose inputs eager mode feeds as optionals."""
+    found = _OPTIONAL_FORMALS.get(op)
+    if found is None:
+        found = frozenset() if op.schema is None else frozenset(
+            p.type_str for p in op.schema.inputs
+            if (allowed := op.allowed_type_strs(p.type_str)) and all(t.startswith("optional(") for t in allowed)
+        )
+        _OPTIONAL_FORMALS[op] = found
+    return found
+
+
+def _is_optional(value: ir.Value) -> bool:
+    """Whether ``value`` is an ONNX optional: annotated as one, or made by ``Optional``."""
+    if isinstance(value.type, ir.OptionalType):
+        return True
+    producer = value.producer
+    return producer is not None and producer.domain == "" and producer.op_type == "Optional"
 
 
 class CallCompiler(_CompilerBase):
@@ -160,11 +193,13 @@ class CallCompiler(_CompilerBase):
             raise err.with_location(location) from None
 
     def op_inputs(self, op: Op, operands: list[Any], nodes: list[ast.expr]) -> list[ir.Value | None]:
+        optional_formals = _optional_formals(op)
         for operand in operands:
             if not isinstance(operand, ir.Value):
                 break
         else:  # tensors only (the usual call): nothing to convert
-            return operands
+            if not optional_formals:
+                return operands
         formals = _formal_types(op, len(operands))
         partners: dict[str, ir.Value] = {}
         for formal, operand in zip(formals, operands):
@@ -172,6 +207,9 @@ class CallCompiler(_CompilerBase):
                 partners[formal] = operand
         inputs: list[ir.Value | None] = []
         for formal, operand, node in zip(formals, operands, nodes):
+            if formal in optional_formals:
+                inputs.append(self.optional_value(op, operand, operands, node))
+                continue
             if isinstance(operand, PyValue) and operand.value is None:
                 inputs.append(None)
                 continue
@@ -203,6 +241,23 @@ class CallCompiler(_CompilerBase):
         if op.domain == "" and op.name == "SequenceInsert" and len(operands) > 1 and isinstance(operands[1], ir.Value):
             elem = self.ctx.elem(operands[1])
         return self.builder.operator("SequenceEmpty", [], location, dtype=elem or _FLOAT)
+
+    def optional_value(self, op: Op, operand: Any, operands: list[Any], node: ast.expr) -> ir.Value:
+        """What eager mode feeds an input typed ``optional(...)`` only: ``Optional`` of the
+        tensor, or of the sequence a Python list makes (see :meth:`sequence_value`); None
+        is an empty optional (of FLOAT tensors, as eagerly: its type does not matter); an
+        optional value is passed as it is."""
+        location = self.loc(node)
+        if isinstance(operand, PyValue) and operand.value is None:
+            return self.builder.operator("Optional", [], location, type=ir.TensorType(_FLOAT, None))
+        items = _list_items(operand)
+        if items is not None:
+            contained = self.sequence_value(op, items, operands, node)
+        else:
+            contained = self.as_value(operand, node)
+            if _is_optional(contained):
+                return contained
+        return self.builder.operator("Optional", [contained], location)
 
     # ---------------------------------------------------------- script calls
     def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:
