@@ -384,4 +384,12 @@ CHECK_MUTATIONS = [
     Mutation("OP4", "None where an op takes optionals only is an omitted input", "dsl/frontend/calls.py",
              '            return self.builder.operator("Optional", [], location, type=ir.TensorType(_FLOAT, None))',
              "            return None  # type: ignore[return-value]", ("tests/test_eager_sequences.py",)),
+    Mutation("GN1", "GroupNormalization takes one scale value a group at every opset", "dsl/shape_rules_inputs.py",
+             "    per_channel = call.version >= 21", "    per_channel = False", ("tests/test_shape_rules_inputs.py",)),
+    Mutation("GN2", "a GroupNormalization scale or bias of any size is taken", "dsl/shape_rules_inputs.py",
+             "        if size is not None and size not in (1, int(count)):", "        if False:",
+             ("tests/test_shape_rules_inputs.py",)),
+    Mutation("GN3", "the input rules are not told the opset", "dsl/shape_rules.py",
+             "_Call(op_type, shapes, names, attributes, constants, location, version))",
+             "_Call(op_type, shapes, names, attributes, constants, location))", ("tests/test_shape_rules_inputs.py",)),
 ]

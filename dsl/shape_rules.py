@@ -80,7 +80,7 @@ def infer(
     [('B', 4, 3)]
     """
     if op_type in INPUT_RULES:  # a bias, scale or target beside the main operand
-        INPUT_RULES[op_type](_Call(op_type, shapes, names, attributes, constants, location))
+        INPUT_RULES[op_type](_Call(op_type, shapes, names, attributes, constants, location, version))
     if op_type in SAME_SHAPE_OPS:
         return [shapes[0] if shapes else None]
     if op_type in BROADCASTING_OPS:
@@ -104,11 +104,13 @@ def infer(
 class _Call:
     """One op application as the rules see it."""
 
-    __slots__ = ("attributes", "constants", "location", "names", "op_type", "shapes")
+    __slots__ = ("attributes", "constants", "location", "names", "op_type", "shapes", "version")
 
     def __init__(self, op_type: str, shapes: Sequence[Shape], names: Sequence[str],
-                 attributes: Mapping[str, Any], constants: Sequence[np.ndarray | None], location: Any) -> None:
+                 attributes: Mapping[str, Any], constants: Sequence[np.ndarray | None], location: Any,
+                 version: int = 1000) -> None:
         self.op_type = op_type
+        self.version = version  # the opset's (an op's rule may change with it)
         self.shapes = shapes
         self.names = names
         self.attributes = attributes

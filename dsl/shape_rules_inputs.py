@@ -10,7 +10,7 @@ the same message both ways.  Like the shape rules, a rule refuses only what stat
 prove: a symbolic size may be anything.
 
 >>> class Call:  # what dsl.shape_rules hands a rule
-...     op_type, shapes, names, attributes = "Conv", [(1, 4, 8, 8), (6, 4, 3, 3), (1, 6)], ["x", "w", "b"], {}
+...     op_type, version, shapes, names, attributes = "Conv", 21, [(1, 4, 8, 8), (6, 4, 3, 3), (1, 6)], ["x", "w", "b"], {}
 ...     shape = lambda self, i: self.shapes[i] if i < len(self.shapes) else None
 ...     name = lambda self, i: self.names[i]
 ...     operand = lambda self, i: f"{self.names[i]}: {shape_text(self.shapes[i])}"
@@ -40,6 +40,7 @@ class RuleCall(Protocol):
     """The view of one op application the rules read (``dsl.shape_rules``' call object)."""
 
     op_type: str
+    version: int  # the opset's
 
     def shape(self, index: int) -> tuple[Dim, ...] | None: ...
     def name(self, index: int) -> str: ...
@@ -186,11 +187,30 @@ def _layer_normalization(call: RuleCall) -> None:
 
 def _group_normalization(call: RuleCall) -> None:
     data, groups = call.shape(0), call.attribute("num_groups")
-    if data is None or len(data) < 2 or groups is None or not _static(data[1]):
+    if groups is None:
         return
-    if int(groups) <= 0 or int(data[1]) % int(groups):  # type: ignore[arg-type]
-        raise call.fail(f"num_groups={int(groups)} does not divide the {data[1]} channels of {call.operand(0)} (axis 1)",
+    channels = data[1] if data is not None and len(data) >= 2 else None
+    if _static(channels) and (int(groups) <= 0 or int(channels) % int(groups)):  # type: ignore[arg-type]
+        raise call.fail(f"num_groups={int(groups)} does not divide the {channels} channels of {call.operand(0)} (axis 1)",
                         "the channels are split into num_groups groups of equal size: pick a divisor of the channels")
+    # One scale and bias a group (GroupNormalization-18) or a channel (21 on); onnxruntime
+    # also takes one value for all, and reads any shape of that many values.
+    per_channel = call.version >= 21
+    count = channels if per_channel else int(groups)
+    if not _static(count):
+        return
+    for index, role in ((1, "scale"), (2, "bias")):
+        shape = call.shape(index)
+        size = None if shape is None else _product(shape)
+        if size is not None and size not in (1, int(count)):  # type: ignore[arg-type]
+            counted = f"{count} channels" if per_channel else f"num_groups={count}"
+            raise call.fail(
+                f"the {role} {call.operand(index)} holds {size} values, but "
+                f"{'from' if per_channel else 'before'} opset 21 GroupNormalization takes one value a "
+                f"{'channel' if per_channel else 'group'} ({counted})",
+                f"give the {role} shape [{count}]" + ("" if per_channel else
+                                                        " (from opset 21 it holds one value a channel)"),
+            )
 
 
 def _loss_target(call: RuleCall) -> None:

@@ -18,6 +18,7 @@ import dsl
 from dsl import FLOAT, INT64, shape_rules
 from dsl import opset18 as op
 from dsl.errors import DslError
+from dsl.opsets import get_opset
 from dsl.shape_rules_inputs import check_element_types
 
 I64 = {1: np.int64}
@@ -107,10 +108,10 @@ def _onnxruntime_refuses(model: Any, feeds: dict) -> bool:
     return False
 
 
-def _rule_refuses(op_type: str, shapes: list[Any], attributes: dict[str, Any]) -> bool:
+def _rule_refuses(op_type: str, shapes: list[Any], attributes: dict[str, Any], version: int = 18) -> bool:
     try:
         shape_rules.infer(op_type, shapes, [f"in{i}" for i in range(len(shapes))], attributes,
-                          [None] * len(shapes), None, 18)
+                          [None] * len(shapes), None, version)
     except DslError:
         return True
     return False
@@ -303,6 +304,51 @@ def test_newer_normalizations_refused_exactly_as_onnxruntime(op_type: str, shape
     if version is None:
         pytest.skip(f"the installed onnxruntime runs no opset of {op_type}")
     assert _rule_refuses(op_type, shapes, attributes) == _refused_at(op_type, shapes, attributes, version)
+
+
+GROUP_SCALES = [(1,), (2,), (3,), (4,), (6,), (8,), (12,), (), (1, 1), (2, 1), (3, 1), (4, 1), (6, 1), (1, 2, 1)]
+
+
+@pytest.mark.parametrize("rule_of", [18, 21])
+@pytest.mark.parametrize(("channels", "groups"), [(4, 2), (6, 3)])
+def test_group_normalization_scale_and_bias_refused_exactly_as_onnxruntime(rule_of: int, channels: int,
+                                                                           groups: int) -> None:
+    """(one value a group before opset 21, a channel from 21; at the first opset of each
+    that the installed onnxruntime runs)"""
+    fitting = [(2, channels, 5), (groups if rule_of < 21 else channels,), (1,)]
+    version = next((v for v in range(rule_of, (rule_of + 3) if rule_of < 21 else onnx.defs.onnx_opset_version() + 1)
+                    if not _refused_at("GroupNormalization", fitting, {"num_groups": groups}, v)), None)
+    if version is None:
+        pytest.skip(f"the installed onnxruntime runs GroupNormalization-{rule_of} at no opset")
+    for scale in GROUP_SCALES:
+        for bias in (scale, (1,)):
+            shapes = [(2, channels, 5), scale, bias]
+            refused = _refused_at("GroupNormalization", shapes, {"num_groups": groups}, version)
+            assert _rule_refuses("GroupNormalization", shapes, {"num_groups": groups}, version) == refused, shapes
+
+
+@pytest.mark.parametrize(("version", "wrong", "message"), [
+    # (GroupNormalization-18 is deprecated: the compiler refuses it at opsets 18-20)
+    (21, 2, "the scale s: [2] holds 2 values, but from opset 21 GroupNormalization takes one value a channel "
+            "(4 channels)"),
+])
+def test_a_group_normalization_scale_of_the_wrong_size_is_refused_at_its_line_both_ways(
+        version: int, wrong: int, message: str) -> None:
+    ops = get_opset("", version)
+
+    @dsl.script()
+    def normalized(x: FLOAT[2, 4, 5], s: FLOAT[wrong], b: FLOAT[1]) -> FLOAT[2, 4, 5]:
+        return ops.GroupNormalization(x, s, b, num_groups=2)
+
+    with pytest.raises(DslError) as compiled:
+        normalized.to_model_proto()
+    assert message in compiled.value.message
+    assert compiled.value.location.source_line.strip() == "return ops.GroupNormalization(x, s, b, num_groups=2)"
+    if _refused_at("GroupNormalization", [(2, 4, 5), (2 if version < 21 else 4,), (1,)], {"num_groups": 2}, version):
+        return  # (the installed onnxruntime does not run this opset's GroupNormalization: eager mode cannot)
+    with pytest.raises(DslError) as eager:
+        normalized(np.ones((2, 4, 5), np.float32), np.ones(wrong, np.float32), np.ones(1, np.float32))
+    assert message in eager.value.message and eager.value.location.line == compiled.value.location.line
 
 
 LOSS_CASES = [case for case in CASES if case[0] in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")]
