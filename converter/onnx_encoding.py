@@ -271,7 +271,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
     OUTPUT, INPUT, NAME = node_wire.NODE_OUTPUT, node_wire.NODE_INPUT, node_wire.NODE_NAME
     length_prefix, short_lengths = node_wire.length_prefix, node_wire.SHORT_LENGTHS
     pending: list[bytes] = []  # encoded nodes not merged into ``parent`` yet
-    append_pending = pending.append
+    node_tag_heads = _NODE_TAG_HEADS[node_tag]  # (a node's tag and length, if short)
     for node in graph_nodes:
         # The common case, every input a value read or defined before, costs one dict
         # lookup each (an omitted input, None, is no key: it takes the slower way).
@@ -291,10 +291,10 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                     name = define_output(value, node, index)
                     if not name:  # omitted: a later read may name it in the written proto
                         raise _NeedsProto
-                raw = name.encode("utf-8")
+                raw = name.encode()
                 sized = (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw
                 reads[value] = INPUT + sized
-                parts.append(OUTPUT + sized)
+                parts += (OUTPUT, sized)  # (joined below: a concatenation less)
             if node.callee is None:
                 op_type = node.op_type
                 parts.append(op_type_fields.get(op_type) or op_type_field(op_type))
@@ -306,8 +306,8 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
                 parts.append(domain_field(domain))
             name = node.name
             if name:
-                raw = name.encode("utf-8")
-                parts.append(NAME + (short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw))) + raw)
+                raw = name.encode()
+                parts += (NAME, short_lengths[len(raw)] if len(raw) < 128 else length_prefix(len(raw)), raw)
             held = node.unread_attributes
             if held is not None:
                 # (read from a file and not looked at since: each distinct set is encoded once)
@@ -322,7 +322,7 @@ def emit_nodes(graph_nodes: Any, context: BodyContext, parent: Any, initializers
             _emit_node_proto(node, context, parent.node, initializers)
             continue
         body = b"".join(parts)
-        append_pending(node_tag + (short_lengths[len(body)] if len(body) < 128 else length_prefix(len(body))) + body)
+        pending += (node_tag_heads[len(body)] if len(body) < 128 else node_tag + length_prefix(len(body)), body)
     if pending:
         _merge_pending(parent, pending)
 
@@ -556,6 +556,9 @@ def emit_value_info(values: list[ir.Value], context: BodyContext, parent: Any) -
 
 
 _NAME_IS_INPUT_FIELD = node_wire.VALUE_INFO_NAME == node_wire.NODE_INPUT
+# a node's tag and short length, by length, in a graph and in a function
+_NODE_TAG_HEADS = {tag: [tag + size for size in node_wire.SHORT_LENGTHS]
+                   for tag in (node_wire.GRAPH_NODE, node_wire.FUNCTION_NODE)}
 # a value_info entry's tag and short length, by length, for a graph's and a function's
 _TAG_HEADS = {tag: [tag + size for size in node_wire.SHORT_LENGTHS]
               for tag in (node_wire.GRAPH_VALUE_INFO, node_wire.FUNCTION_VALUE_INFO)}
