@@ -11,6 +11,7 @@ declared type — and the same kind of error where the model cannot be built.
 from __future__ import annotations
 
 import linecache
+from typing import Any
 
 import numpy as np
 import onnx
@@ -510,7 +511,34 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
     def get_parameter(a: FLOAT["N"], maybe: Optional[FLOAT["N"]]) -> FLOAT["N"]:
         return ops.OptionalGetElement(maybe) + a
 
+    @script()
+    def carried_tensor(a: FLOAT["N"], n: INT64) -> tuple[BOOL, BOOL]:
+        h = a
+        inside = ops.OptionalHasElement(a)
+        for _ in range(n):
+            inside = ops.OptionalHasElement(h)  # (a Loop body's carried input)
+            h = h + 1.0
+        return ops.OptionalHasElement(h), inside  # (the Loop's output)
+
+    @script()
+    def carried_optional(a: FLOAT["N"], maybe: Optional[FLOAT["N"]], n: INT64) -> FLOAT["N"]:
+        h = maybe
+        for _ in range(n):
+            h = ops.Optional(ops.OptionalGetElement(h) + a)
+        return ops.OptionalGetElement(h)
+
+    @script()
+    def carried_made(a: FLOAT["N"], n: INT64) -> FLOAT["N"]:
+        h = ops.Optional(a)
+        for _ in range(n):
+            h = ops.Optional(ops.OptionalGetElement(h) + a)
+        return ops.OptionalGetElement(h)
+
     a, b = f32(2), f32(3)
+    check_script(carried_tensor, [a, np.array(2, np.int64)], (np.array(True), np.array(True)))
+    if version >= 16:  # (Loop carries optionals from opset 16)
+        check_script(carried_optional, [a, a, np.array(2, np.int64)], a * 3)
+        check_script(carried_made, [a, np.array(2, np.int64)], a * 3)
     check_script(has_tensor, [a], np.array(True))
     check_script(has_none, [a], np.array(False))
     check_script(has_empty_list, [a], np.array(True))
@@ -518,7 +546,92 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
     check_script(get_wrapped, [a], a * 2)
     check_script(get_sequence, [a], np.concatenate([a, a]))
     check_script(get_parameter, [a, a], a * 2)
-    for function in (has_tensor, has_none, has_empty_list, get_listed, get_wrapped, get_sequence, get_parameter):
+    for function in (has_tensor, has_none, has_empty_list, get_listed, get_wrapped, get_sequence, get_parameter,
+                     carried_tensor, *([carried_optional, carried_made] if version >= 16 else [])):
         onnx.checker.check_model(function.to_model_proto(), full_check=True)
     wrapped = [node.op_type for node in get_listed.to_model_proto().graph.node].count("Optional")
     assert wrapped == (1 if version < 18 else 0)  # (opset 18 takes the sequence itself)
+
+
+# ------------------------------- sequences and optionals through If and Loop at old opsets
+
+
+def _carried_sequence(version: int) -> Any:
+    ops = get_opset("", version)
+
+    @script()
+    def carried_sequence(a: FLOAT["N"], n: INT64) -> FLOAT["K"]:
+        parts = ops.SequenceConstruct(a)
+        for _ in range(n):
+            parts = ops.SequenceInsert(parts, a)
+        return ops.ConcatFromSequence(parts, axis=0)
+
+    return carried_sequence
+
+
+def _branch_sequence(version: int) -> Any:
+    ops = get_opset("", version)
+
+    @script()
+    def branch_sequence(a: FLOAT["N"], c: BOOL) -> FLOAT["K"]:
+        if c:
+            parts = ops.SequenceConstruct(a)
+        else:
+            parts = ops.SequenceConstruct(a, a)
+        return ops.ConcatFromSequence(parts, axis=0)
+
+    return branch_sequence
+
+
+def _carried_optional(version: int) -> Any:
+    ops = get_opset("", version)
+
+    @script()
+    def carried_optional(a: FLOAT["N"], n: INT64) -> FLOAT["N"]:
+        kept = ops.Optional(a)
+        for _ in range(n):
+            kept = ops.Optional(ops.OptionalGetElement(kept) + a)
+        return ops.OptionalGetElement(kept)
+
+    return carried_optional
+
+
+def _branch_optional(version: int) -> Any:
+    ops = get_opset("", version)
+
+    @script()
+    def branch_optional(a: FLOAT["N"], c: BOOL) -> FLOAT["N"]:
+        kept = ops.Optional(a) if c else ops.Optional(a * 2.0)
+        return ops.OptionalGetElement(kept)
+
+    return branch_optional
+
+
+A2, N2, YES = np.ones(2, np.float32), np.array(2, np.int64), np.array(True)
+CONTROL_FLOW_CASES = [  # (make, passed from opset, inputs, expected, message)
+    (_carried_sequence, 13, [A2, N2], np.ones(6, np.float32),
+     "this loop carries 'parts', a sequence, but Loop at opset 12 (Loop-11) passes tensors only"),
+    (_branch_sequence, 13, [A2, YES], A2,
+     "this if gives 'parts', a sequence, but If at opset 12 (If-11) passes tensors only"),
+    (_carried_optional, 16, [A2, N2], A2 * 3,
+     "this loop carries 'kept', an optional, but Loop at opset 15 (Loop-13) passes tensors and sequences only"),
+    (_branch_optional, 16, [A2, YES], A2,
+     "this if gives an optional, but If at opset 15 (If-13) passes tensors and sequences only"),
+]
+
+
+@pytest.mark.parametrize(("make", "since", "inputs", "expected", "message"), CONTROL_FLOW_CASES,
+                         ids=[case[0].__name__.strip("_") for case in CONTROL_FLOW_CASES])
+def test_a_sequence_or_optional_if_or_loop_cannot_pass_is_refused_at_its_line(
+        make: Any, since: int, inputs: list[Any], expected: Any, message: str) -> None:
+    # Eager mode runs the Python loop or branch itself; the model needs If/Loop of an opset
+    # that passes the kind, and one built anyway fails onnx.checker with no line of the program.
+    check_script(make(since), inputs, expected)
+    onnx.checker.check_model(make(since).to_model_proto(), full_check=True)
+    old = make(since - 1 if since == 16 else 12)
+    with pytest.raises(DslTypeError, match="passes tensors") as refused:
+        old.to_model_proto()
+    assert message in refused.value.message
+    assert refused.value.location is not None and refused.value.location.source_line.strip().startswith(
+        ("for ", "if ", "kept = "))
+    np.testing.assert_allclose(old(*inputs), expected)  # (eager mode runs it)

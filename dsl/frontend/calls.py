@@ -88,12 +88,18 @@ def _optional_formals(op: Op) -> frozenset[str]:
     return found
 
 
-def _is_optional(value: ir.Value) -> bool:
-    """Whether ``value`` is an ONNX optional: annotated as one, or made by ``Optional``."""
-    if isinstance(value.type, ir.OptionalType):
-        return True
-    producer = value.producer
-    return producer is not None and producer.domain == "" and producer.op_type == "Optional"
+_PLAIN_OUTPUTS: dict[tuple[Op, int], bool] = {}
+
+
+def _plain_output(op: Op, index: int) -> bool:
+    """Whether output ``index`` of ``op`` is always a tensor or a sequence, never an optional."""
+    key = (op, index)
+    found = _PLAIN_OUTPUTS.get(key)
+    if found is None:
+        outputs = [] if op.schema is None else op.schema.outputs
+        allowed = op.allowed_type_strs(outputs[min(index, len(outputs) - 1)].type_str) if outputs else []
+        found = _PLAIN_OUTPUTS[key] = bool(allowed) and not any(t.startswith("optional(") for t in allowed)
+    return found
 
 
 class CallCompiler(_CompilerBase):
@@ -255,9 +261,32 @@ class CallCompiler(_CompilerBase):
             contained = self.sequence_value(op, items, operands, node)
         else:
             contained = self.as_value(operand, node)
-            if _is_optional(contained):
-                return contained
+            if not self.plain_value(contained):
+                return contained  # an optional, or of a kind not known (as the model has it)
         return self.builder.operator("Optional", [contained], location)
+
+    def plain_value(self, value: ir.Value) -> bool:
+        """Whether ``value`` is certainly a tensor or a sequence, not an optional: declared
+        so (a function's input, a Loop body's carried input), carried out of a Loop from
+        such a value, or an output that its op's schema types so (not If's or a call's,
+        which may be optionals)."""
+        carried_from = self.ctx.carried_from
+        for _ in range(len(carried_from) + 1):  # (a carried value's kind is its initial value's)
+            origin = carried_from.get(value)
+            if origin is None:
+                break
+            value = origin
+        if isinstance(value.type, ir.OptionalType):
+            return False
+        producer = value.producer
+        if producer is None:
+            return isinstance(value.type, (ir.TensorType, ir.SequenceType))
+        if producer.callee is not None or producer.domain not in ("", "ai.onnx"):
+            return False
+        op = self.ctx.ops.get(producer.op_type)
+        if op is None:
+            op = self.ctx.ops[producer.op_type] = self.ctx.operator(producer.op_type)
+        return _plain_output(op, producer.outputs.index(value))
 
     # ---------------------------------------------------------- script calls
     def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:

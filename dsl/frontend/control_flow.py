@@ -28,7 +28,7 @@ from dsl.errors import DslError, DslSyntaxError, DslTypeError, UnsupportedSyntax
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
-from dsl.frontend.expressions import _same_constant
+from dsl.frontend.expressions import _is_sequence, _same_constant
 from dsl.loop_forms import CONDITION_TYPE, ITERATION_TYPE, carried_type, empty_shape, known_scalar
 from dsl.shape_rules import Shape
 
@@ -153,7 +153,8 @@ class ControlFlowCompiler(_CompilerBase):
                     continue
             merged.append((name, then_operand, else_operand))
         if merged:
-            outputs = self.emit_if(node, condition, then, orelse, [m[1] for m in merged], [m[2] for m in merged])
+            outputs = self.emit_if(node, condition, then, orelse, [m[1] for m in merged], [m[2] for m in merged],
+                                   [m[0] for m in merged])
             for (name, _, _), output in zip(merged, outputs):
                 self.bind_name(name, output)
         return LOOP_EXIT if both_jump else None
@@ -180,7 +181,7 @@ class ControlFlowCompiler(_CompilerBase):
 
     def emit_if(
         self, node: ast.AST, condition: ir.Value, then: Branch, orelse: Branch, then_own: list[Any],
-        else_own: list[Any],
+        else_own: list[Any], names: list[str] | None = None,
     ) -> list[ir.Value]:
         then_values = self.branch_outputs(then, then_own, else_own, node)
         else_values = self.branch_outputs(orelse, else_own, then_values, node)
@@ -192,7 +193,12 @@ class ControlFlowCompiler(_CompilerBase):
             "then_branch": ir.Attr("then_branch", ir.AttrKind.GRAPH, then.builder.graph, location=location),
             "else_branch": ir.Attr("else_branch", ir.AttrKind.GRAPH, orelse.builder.graph, location=location),
         }
-        outputs = self.builder.call_op(self.ctx.operator("If"), [condition], attributes, location, len(then_values))
+        if_op = self.ctx.operator("If")
+        for index, operands in enumerate(zip(then_own, else_own)):
+            for operand in operands:
+                if isinstance(operand, ir.Value):
+                    self.check_carried_kind(if_op, names[index] if names else None, operand, location)
+        outputs = self.builder.call_op(if_op, [condition], attributes, location, len(then_values))
         for output, then_value, else_value in zip(outputs, then_values, else_values):
             elem = self.ctx.elem(then_value)
             if elem is not None and elem == self.ctx.elem(else_value):
@@ -502,13 +508,41 @@ class ControlFlowCompiler(_CompilerBase):
             trip_input = trip if isinstance(trip, ir.Value) else self.as_value(trip, node, elem=_INT64)
         attributes = {"body": ir.Attr("body", ir.AttrKind.GRAPH, body, location=location)}
         inputs = [trip_input, condition_input, *(initial for _, initial in carried)]
-        outputs = self.builder.call_op(ctx.operator("Loop"), inputs, attributes, location, len(carried))
+        loop_op = ctx.operator("Loop")
+        for name, initial in carried:
+            self.check_carried_kind(loop_op, name, initial, location)
+        outputs = self.builder.call_op(loop_op, inputs, attributes, location, len(carried))
         for (name, initial), output in zip(carried, outputs):
             elem = ctx.elem(initial)
             if elem is not None:
                 ctx.elem_types[output] = elem
+            ctx.carried_from[output] = initial
             self.bind_name(name, output)
         return outputs
+
+    def check_carried_kind(self, op: Any, name: str | None, value: ir.Value, location: Any) -> None:
+        """Refuse a sequence or optional that ``op`` (If or Loop) cannot pass at its
+        version: Loop and If carry tensors only before opset 13 and no optionals before 16,
+        and a model built anyway fails onnx.checker with no line of the program.  (Eager
+        mode runs the Python loop or branch itself and cannot see this.)"""
+        since = op.since_version
+        if since is None or since >= 16:
+            return
+        kind = _value_kind(value, self.ctx.carried_from)
+        if kind is None or (kind == "sequence" and since >= 13):
+            return
+        needed = 13 if kind == "sequence" else 16
+        what = ("an optional" if kind == "optional" else "a sequence") if name is None else \
+            f"{name!r}, {'an optional' if kind == 'optional' else 'a sequence'}"
+        raise DslTypeError(
+            f"this {'loop carries' if op.name == 'Loop' else 'if gives'} {what}, but {op.name} at opset "
+            f"{self.ctx.default_opset.version} ({op.name}-{since}) passes "
+            f"{'tensors only' if since < 13 else 'tensors and sequences only'}",
+            location,
+            hint=f"compile with opset {needed} or later (from dsl import opset{needed} as op)"
+            + (", or pass a tensor (op.ConcatFromSequence)" if kind == "sequence" else
+               ", or pass the value with a BOOL saying whether it is there"),
+        )
 
     def loop_condition(self, keep_going: Any, while_test: ast.expr | None, condition_in: ir.Value,
                        node: ast.AST) -> ir.Value:
@@ -546,3 +580,20 @@ def _not_a_value(operand: Any) -> bool:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _value_kind(value: ir.Value, carried_from: dict[ir.Value, ir.Value]) -> str | None:
+    """"sequence" or "optional" where the compiler knows ``value`` is one (annotated so, made
+    by a sequence op or ``Optional``, or carried out of a Loop from such a value), else None."""
+    for _ in range(len(carried_from) + 1):
+        origin = carried_from.get(value)
+        if origin is None:
+            break
+        value = origin
+    if isinstance(value.type, ir.OptionalType):
+        return "optional"
+    producer = value.producer
+    if producer is not None and producer.domain in ("", "ai.onnx") and producer.op_type == "Optional":
+        return "optional"
+    return "sequence" if _is_sequence(value) else None
+
