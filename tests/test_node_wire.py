@@ -292,8 +292,12 @@ def test_nodes_reading_inputs_and_initializers_are_merged_in_one_call(monkeypatc
 
     merges: list[int] = []
     real = onnx_encoding._merge_pending
-    monkeypatch.setattr(onnx_encoding, "_merge_pending", lambda parent, pending: (merges.append(len(pending)),
-                                                                                real(parent, pending)))
+    def counted(parent: Any, pending: list[bytes]) -> None:  # (how many inputs and nodes each call merges)
+        merged = onnx.GraphProto.FromString(b"".join(pending))
+        merges.append(len(merged.input) + len(merged.node))
+        real(parent, pending)
+
+    monkeypatch.setattr(onnx_encoding, "_merge_pending", counted)
     x = ir.Value("x", FLOAT[2])
     weights = [ir.Value(f"w{i}", FLOAT[2], initializer=ir.Tensor(np.full(2, i, np.float32), 1, f"w{i}"))
                for i in range(5)]
