@@ -405,4 +405,12 @@ CHECK_MUTATIONS = [
     Mutation("CF3", "If and Loop before opset 16 are taken to pass optionals", "dsl/frontend/control_flow.py",
              "        if since is None or since >= 16:", "        if since is None or since >= 13:",
              ("tests/test_eager_sequences.py",)),
+    Mutation("RS1", "a second definition of a node's one output is taken", "converter/from_onnx.py",
+             "                if setdefault(single, value) is not value:", "                if False:",
+             ("tests/test_from_onnx.py",)),
+    Mutation("RS2", "a read up to a node's one output goes on past it", "converter/from_onnx.py",
+             "(single in waiting if single else not waiting.isdisjoint(output_names))",
+             "(False if single else not waiting.isdisjoint(output_names))", ("tests/test_from_onnx.py",)),
+    Mutation("RS3", "a node of one output is read with none", "converter/from_onnx.py",
+             "                node.outputs = [value]\n", "", ("tests/test_from_onnx.py",)),
 ]

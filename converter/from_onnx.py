@@ -442,7 +442,8 @@ class _Reader(ProtoAttributeReader):
             names = node_proto.input[:]  # (slicing a repeated field beats iterating it)
             output_field = node_proto.output
             # (one output, the usual case, is read by index: cheaper than slicing the field)
-            output_names = [output_field[0]] if len(output_field) == 1 else output_field[:]
+            single = output_field[0] if len(output_field) == 1 else ""
+            output_names = [single] if single else output_field[:]
             # ("" is never bound, so an omitted input reads None like an unresolved one)
             inputs: list[ir.Value | None] = list(map(get, names))
             node_name = node_proto.name
@@ -475,12 +476,18 @@ class _Reader(ProtoAttributeReader):
                     node.metadata_props = {p.key: p.value for p in node_proto.metadata_props}
             if None in inputs:  # omitted optional inputs, values defined later or outside
                 unresolved.append((node, names, node_proto))
-            outputs = node.outputs
-            for name in output_names:
-                value = Value(name, None, node)
-                outputs.append(value)
-                if name and setdefault(name, value) is not value:  # (one lookup: binds the name unless taken)
-                    raise self._defined_twice(name, node_proto, where)
+            if single:  # (the usual node: one output, named)
+                value = Value(single, None, node)
+                node.outputs = [value]
+                if setdefault(single, value) is not value:  # (one lookup: binds the name unless taken)
+                    raise self._defined_twice(single, node_proto, where)
+            else:
+                outputs = node.outputs
+                for name in output_names:
+                    value = Value(name, None, node)
+                    outputs.append(value)
+                    if name and setdefault(name, value) is not value:
+                        raise self._defined_twice(name, node_proto, where)
             if attribute_field and hold:
                 # (held unread where every attribute may be: see converter.proto_attributes)
                 keys = tuple(map(serialized, attribute_field))
@@ -512,7 +519,7 @@ class _Reader(ProtoAttributeReader):
             if functions:
                 node.callee = functions.get((node.domain, node.op_type, node.overload))
             made.append(node)
-            if waiting is not None and not waiting.isdisjoint(output_names):
+            if waiting is not None and (single in waiting if single else not waiting.isdisjoint(output_names)):
                 waiting.difference_update(output_names)
                 if not waiting:
                     break

@@ -283,6 +283,34 @@ def test_undefined_names_are_reported() -> None:
         graph_from_proto(graph)
 
 
+@pytest.mark.parametrize("outputs", [["y"], ["z", "y"]], ids=["one output", "two outputs"])
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_value_defined_twice_is_reported(outputs: list[str], hold: bool) -> None:
+    """(a node of one output and one of several each take their own way through the reader)"""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="first"),
+             helper.make_node("Split" if len(outputs) > 1 else "Neg", ["x"], outputs, name="second")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelLoadError, match=r"value 'y' is defined twice \(second time by node \w+ 'second'"):
+        model_from_proto(model, hold_attributes=hold)
+
+
+def test_a_cut_reads_up_to_the_node_of_its_outputs() -> None:
+    """A cut at a node of one output and at one of several reads the nodes up to it only
+    (the last node, which reads a name nothing defines, is never read)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Split", ["a"], ["b", "c"], num_outputs=2),
+             helper.make_node("Neg", ["b"], ["d"]), helper.make_node("Add", ["d", "nowhere"], ["e"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelLoadError, match="reads 'nowhere'"):  # (the last node, read whole)
+        model_from_proto(model)
+    assert [n.op_type for n in model_from_proto(model, until=["a"]).graph.nodes] == ["Relu"]
+    assert [n.op_type for n in model_from_proto(model, until=["c"]).graph.nodes] == ["Relu", "Split"]
+    assert [n.op_type for n in model_from_proto(model, until=["d", "b"]).graph.nodes] == ["Relu", "Split", "Neg"]
+
+
 def test_unsorted_graph_and_subgraph_reading_a_later_value() -> None:
     """Inputs and subgraphs may name values that a node further down defines."""
     branch = helper.make_graph([helper.make_node("Neg", ["late"], ["b"])], "branch", [],
