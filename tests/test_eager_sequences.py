@@ -528,6 +528,11 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
         return ops.OptionalGetElement(h)
 
     @script()
+    def branched_tensor(a: FLOAT["N"], c: BOOL) -> BOOL:
+        chosen = a if c else a * 2.0
+        return ops.OptionalHasElement(chosen)  # (an If's output, both of its branches tensors)
+
+    @script()
     def carried_made(a: FLOAT["N"], n: INT64) -> FLOAT["N"]:
         h = ops.Optional(a)
         for _ in range(n):
@@ -540,6 +545,7 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
         check_script(carried_optional, [a, a, np.array(2, np.int64)], a * 3)
         check_script(carried_made, [a, np.array(2, np.int64)], a * 3)
     check_script(has_tensor, [a], np.array(True))
+    check_script(branched_tensor, [a, np.array(False)], np.array(True))
     check_script(has_none, [a], np.array(False))
     check_script(has_empty_list, [a], np.array(True))
     check_script(get_listed, [a, b], np.concatenate([a, b]))
@@ -547,7 +553,7 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
     check_script(get_sequence, [a], np.concatenate([a, a]))
     check_script(get_parameter, [a, a], a * 2)
     for function in (has_tensor, has_none, has_empty_list, get_listed, get_wrapped, get_sequence, get_parameter,
-                     carried_tensor, *([carried_optional, carried_made] if version >= 16 else [])):
+                     carried_tensor, branched_tensor, *([carried_optional, carried_made] if version >= 16 else [])):
         onnx.checker.check_model(function.to_model_proto(), full_check=True)
     wrapped = [node.op_type for node in get_listed.to_model_proto().graph.node].count("Optional")
     assert wrapped == (1 if version < 18 else 0)  # (opset 18 takes the sequence itself)

@@ -86,10 +86,9 @@ class CompileContext:
         self.opsets_used: dict[str, tuple[int, Any]] = {}
         self.ops: dict[str, Op] = {}  # default-opset ops by name, for Python operators
         self.shapes = ShapeTable()
-        # A Loop's output -> the carried value's initial value, whose kind (tensor, sequence,
-        # optional) it has.  (A body's carried input is declared with the initial value's
-        # element type, which the compiler knows for tensors and sequences only.)
-        self.carried_from: dict[ir.Value, ir.Value] = {}
+        # An If's or Loop's output -> the values it is one of (the branches' values; the
+        # carried value's initial value), whose kind it has (see dsl.frontend.value_kinds).
+        self.origins: dict[ir.Value, tuple[ir.Value, ...]] = {}
 
     # ------------------------------------------------------------------ values
     def new_value(self, base: str, location: Any = None, auto: bool = False, type: Any = None) -> ir.Value:

@@ -21,6 +21,7 @@ from dsl.frontend.builder import check_call
 from dsl.frontend.python_values import holds_tensor, is_user_function
 from dsl.frontend.scripted import Loaded, Scripted, ScriptedGraph
 from dsl.frontend.static_shapes import SourceNames, callee_output_shapes
+from dsl.frontend.value_kinds import value_kind
 from dsl.frontend.weights import initializer_operand
 from dsl.opsets import Op, python_to_attr
 
@@ -85,20 +86,6 @@ def _optional_formals(op: Op) -> frozenset[str]:
             if (allowed := op.allowed_type_strs(p.type_str)) and all(t.startswith("optional(") for t in allowed)
         )
         _OPTIONAL_FORMALS[op] = found
-    return found
-
-
-_PLAIN_OUTPUTS: dict[tuple[Op, int], bool] = {}
-
-
-def _plain_output(op: Op, index: int) -> bool:
-    """Whether output ``index`` of ``op`` is always a tensor or a sequence, never an optional."""
-    key = (op, index)
-    found = _PLAIN_OUTPUTS.get(key)
-    if found is None:
-        outputs = [] if op.schema is None else op.schema.outputs
-        allowed = op.allowed_type_strs(outputs[min(index, len(outputs) - 1)].type_str) if outputs else []
-        found = _PLAIN_OUTPUTS[key] = bool(allowed) and not any(t.startswith("optional(") for t in allowed)
     return found
 
 
@@ -261,32 +248,9 @@ class CallCompiler(_CompilerBase):
             contained = self.sequence_value(op, items, operands, node)
         else:
             contained = self.as_value(operand, node)
-            if not self.plain_value(contained):
-                return contained  # an optional, or of a kind not known (as the model has it)
+            if value_kind(contained, self.ctx) not in ("tensor", "sequence"):
+                return contained  # an optional, or of a kind not known (as the program has it)
         return self.builder.operator("Optional", [contained], location)
-
-    def plain_value(self, value: ir.Value) -> bool:
-        """Whether ``value`` is certainly a tensor or a sequence, not an optional: declared
-        so (a function's input, a Loop body's carried input), carried out of a Loop from
-        such a value, or an output that its op's schema types so (not If's or a call's,
-        which may be optionals)."""
-        carried_from = self.ctx.carried_from
-        for _ in range(len(carried_from) + 1):  # (a carried value's kind is its initial value's)
-            origin = carried_from.get(value)
-            if origin is None:
-                break
-            value = origin
-        if isinstance(value.type, ir.OptionalType):
-            return False
-        producer = value.producer
-        if producer is None:
-            return isinstance(value.type, (ir.TensorType, ir.SequenceType))
-        if producer.callee is not None or producer.domain not in ("", "ai.onnx"):
-            return False
-        op = self.ctx.ops.get(producer.op_type)
-        if op is None:
-            op = self.ctx.ops[producer.op_type] = self.ctx.operator(producer.op_type)
-        return _plain_output(op, producer.outputs.index(value))
 
     # ---------------------------------------------------------- script calls
     def call_script(self, target: Scripted, node: ast.Call, output_count: int | None) -> Any:

@@ -28,7 +28,8 @@ from dsl.errors import DslError, DslSyntaxError, DslTypeError, UnsupportedSyntax
 from dsl.frontend.bindings import GraphDef, PyValue, Undefined, ValueTuple
 from dsl.frontend.builder import GraphBuilder
 from dsl.frontend.exits import LOOP_EXIT, ReturnExit
-from dsl.frontend.expressions import _is_sequence, _same_constant
+from dsl.frontend.expressions import _same_constant
+from dsl.frontend.value_kinds import value_kind
 from dsl.loop_forms import CONDITION_TYPE, ITERATION_TYPE, carried_type, empty_shape, known_scalar
 from dsl.shape_rules import Shape
 
@@ -200,6 +201,7 @@ class ControlFlowCompiler(_CompilerBase):
                     self.check_carried_kind(if_op, names[index] if names else None, operand, location)
         outputs = self.builder.call_op(if_op, [condition], attributes, location, len(then_values))
         for output, then_value, else_value in zip(outputs, then_values, else_values):
+            self.ctx.origins[output] = (then_value, else_value)
             elem = self.ctx.elem(then_value)
             if elem is not None and elem == self.ctx.elem(else_value):
                 self.ctx.elem_types[output] = elem
@@ -516,7 +518,7 @@ class ControlFlowCompiler(_CompilerBase):
             elem = ctx.elem(initial)
             if elem is not None:
                 ctx.elem_types[output] = elem
-            ctx.carried_from[output] = initial
+            ctx.origins[output] = (initial,)
             self.bind_name(name, output)
         return outputs
 
@@ -528,8 +530,8 @@ class ControlFlowCompiler(_CompilerBase):
         since = op.since_version
         if since is None or since >= 16:
             return
-        kind = _value_kind(value, self.ctx.carried_from)
-        if kind is None or (kind == "sequence" and since >= 13):
+        kind = value_kind(value, self.ctx)
+        if kind in (None, "tensor") or (kind == "sequence" and since >= 13):
             return
         needed = 13 if kind == "sequence" else 16
         what = ("an optional" if kind == "optional" else "a sequence") if name is None else \
@@ -580,20 +582,4 @@ def _not_a_value(operand: Any) -> bool:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _value_kind(value: ir.Value, carried_from: dict[ir.Value, ir.Value]) -> str | None:
-    """"sequence" or "optional" where the compiler knows ``value`` is one (annotated so, made
-    by a sequence op or ``Optional``, or carried out of a Loop from such a value), else None."""
-    for _ in range(len(carried_from) + 1):
-        origin = carried_from.get(value)
-        if origin is None:
-            break
-        value = origin
-    if isinstance(value.type, ir.OptionalType):
-        return "optional"
-    producer = value.producer
-    if producer is not None and producer.domain in ("", "ai.onnx") and producer.op_type == "Optional":
-        return "optional"
-    return "sequence" if _is_sequence(value) else None
 
