@@ -419,4 +419,10 @@ CHECK_MUTATIONS = [
     Mutation("OP8", "an Identity's output is of a kind not known, whatever it passes on", "dsl/frontend/value_kinds.py",
              "            pending.append(producer.inputs[0])  # (of any kind: the kind of what it passes on)\n            continue",
              "            return None", ("tests/test_eager_sequences.py",)),
+    Mutation("OP9", "a call's output is of a kind not known, whatever its function declares", "dsl/frontend/value_kinds.py",
+             "        return _declared_kind(declared[index].type) if index < len(declared) else None",
+             "        return None", ("tests/test_eager_sequences.py",)),
+    Mutation("NI1", "an op input of a type its schema does not admit is an internal error", "dsl/node_inference.py",
+             "    except onnx.checker.ValidationError as err:  # an input of a type its formal does not admit",
+             "    except ZeroDivisionError as err:", ("tests/test_eager_sequences.py",)),
 ]

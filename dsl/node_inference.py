@@ -33,6 +33,7 @@ def infer_node(schema: Any, node: onnx.NodeProto, input_types: dict[str, onnx.Ty
     dsl.errors.DslTypeError: error: Flatten: Invalid value(5) for attribute 'axis'
     hint: ONNX's shape inference refuses these inputs; check the shapes and attributes
     """
+    import onnx.checker
     import onnx.shape_inference
 
     try:
@@ -41,4 +42,8 @@ def infer_node(schema: Any, node: onnx.NodeProto, input_types: dict[str, onnx.Ty
         detail = str(err).split("): ", 1)[-1].strip() if "): " in str(err) else str(err)
         detail = detail.removeprefix("[ShapeInferenceError] ").removeprefix("[TypeInferenceError] ")
         raise DslTypeError(f"{schema.name}: {detail}", location, hint=INFERENCE_HINT) from None
+    except onnx.checker.ValidationError as err:  # an input of a type its formal does not admit
+        raise DslTypeError(f"{schema.name}: {str(err).strip()}", location,
+                           hint=f"the inputs' types must be ones the schema of {schema.name} admits "
+                           f"(onnx.defs.get_schema({schema.name!r}, {schema.since_version}))") from None
     return found

@@ -528,6 +528,14 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
         return ops.OptionalGetElement(h)
 
     @script()
+    def doubled(a: FLOAT["N"]) -> FLOAT["N"]:
+        return a * 2.0
+
+    @script()
+    def called_tensor(a: FLOAT["N"]) -> BOOL:
+        return ops.OptionalHasElement(doubled(a))  # (a call's output, declared a tensor)
+
+    @script()
     def branched_tensor(a: FLOAT["N"], c: BOOL) -> BOOL:
         chosen = a if c else a * 2.0
         return ops.OptionalHasElement(chosen)  # (an If's output, both of its branches tensors)
@@ -546,6 +554,7 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
         check_script(carried_made, [a, np.array(2, np.int64)], a * 3)
     check_script(has_tensor, [a], np.array(True))
     check_script(branched_tensor, [a, np.array(False)], np.array(True))
+    check_script(called_tensor, [a], np.array(True))
     check_script(has_none, [a], np.array(False))
     check_script(has_empty_list, [a], np.array(True))
     check_script(get_listed, [a, b], np.concatenate([a, b]))
@@ -553,7 +562,7 @@ def test_tensors_lists_and_none_where_an_op_takes_optionals_only(version: int) -
     check_script(get_sequence, [a], np.concatenate([a, a]))
     check_script(get_parameter, [a, a], a * 2)
     for function in (has_tensor, has_none, has_empty_list, get_listed, get_wrapped, get_sequence, get_parameter,
-                     carried_tensor, branched_tensor, *([carried_optional, carried_made] if version >= 16 else [])):
+                     carried_tensor, branched_tensor, called_tensor, *([carried_optional, carried_made] if version >= 16 else [])):
         onnx.checker.check_model(function.to_model_proto(), full_check=True)
     wrapped = [node.op_type for node in get_listed.to_model_proto().graph.node].count("Optional")
     assert wrapped == (1 if version < 18 else 0)  # (opset 18 takes the sequence itself)
@@ -641,3 +650,17 @@ def test_a_sequence_or_optional_if_or_loop_cannot_pass_is_refused_at_its_line(
     assert refused.value.location is not None and refused.value.location.source_line.strip().startswith(
         ("for ", "if ", "kept = "))
     np.testing.assert_allclose(old(*inputs), expected)  # (eager mode runs it)
+
+
+def test_an_input_of_a_type_its_schema_does_not_admit_is_a_user_error() -> None:
+    # (ONNX's node inference raises ValidationError, not InferenceError, for these: the
+    # compiler and eager mode both ask it, and it is the program's mistake, at its line)
+    import onnx.defs
+    import onnx.helper as oh
+
+    from dsl.node_inference import infer_node
+
+    node = oh.make_node("OptionalHasElement", ["x"], ["y"])
+    with pytest.raises(DslTypeError, match=r"OptionalHasElement: .*unsupported type: tensor\(float\)") as refused:
+        infer_node(onnx.defs.get_schema("OptionalHasElement", 15), node, {"x": oh.make_tensor_type_proto(1, [2])})
+    assert "get_schema('OptionalHasElement', 15)" in (refused.value.hint or "")

@@ -59,18 +59,27 @@ def value_kind(value: ir.Value, ctx: CompileContext | None) -> Kind | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _own_kind(value: ir.Value, ctx: CompileContext | None) -> Kind | None:
-    declared = value.type
+def _declared_kind(declared: ir.IRType | None) -> Kind | None:
     if isinstance(declared, ir.OptionalType):
         return "optional"
     if isinstance(declared, ir.SequenceType):
         return "sequence"
+    return "tensor" if isinstance(declared, ir.TensorType) else None
+
+
+def _own_kind(value: ir.Value, ctx: CompileContext | None) -> Kind | None:
     producer = value.producer
-    if producer is None:
+    if producer is None or not isinstance(value.type, ir.TensorType):
         # (a function's input; a Loop body's carried input, declared with its initial value's
         # element type only: a tensor's or a sequence's, never an optional's)
-        return "tensor" if isinstance(declared, ir.TensorType) else None
-    if producer.callee is not None or producer.domain not in ("", "ai.onnx") or ctx is None:
+        found = _declared_kind(value.type)
+        if found is not None or producer is None:
+            return found
+    if producer.callee is not None:  # (a call of a scripted function: the output it declares)
+        declared = producer.callee.outputs
+        index = producer.outputs.index(value)
+        return _declared_kind(declared[index].type) if index < len(declared) else None
+    if producer.domain not in ("", "ai.onnx") or ctx is None:
         return None
     op = ctx.ops.get(producer.op_type)
     if op is None:
