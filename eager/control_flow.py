@@ -82,7 +82,7 @@ def run_control_flow(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str
         elif op.name == "Loop":
             outputs = _run_loop(op, args, kwargs)
         elif op.name == "Scan":
-            outputs = _run_scan(op, args, kwargs)
+            outputs = _run_batched_scan(op, args, kwargs) if (op.since_version or 9) < 9 else _run_scan(op, args, kwargs)
         elif op.name == "SequenceMap":
             outputs = _run_sequence_map(op, args, kwargs)
         else:
@@ -183,6 +183,53 @@ def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
         stacked = np.stack(collected[::-1] if direction else collected)
         outputs.append(EagerTensor(np.ascontiguousarray(np.moveaxis(stacked, 0, axis))))
     return [*states, *outputs]
+
+
+def _run_batched_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+    """Scan of opset 8: its inputs are ``sequence_lens`` (None: every sequence whole), the
+    states and the scan inputs, all with a leading batch axis, scanned along axis 1
+    (``directions``: 1 reverses an input's first ``sequence_lens`` steps).  Each batch
+    entry runs on its own; a scan output's steps past its length are zeros, as
+    onnxruntime gives them (ONNX leaves them undefined)."""
+    body = _body(op, kwargs, "body")
+    if "num_scan_inputs" not in kwargs:
+        raise OpCallError("Scan requires attribute num_scan_inputs", caller_location(),
+                          hint="pass num_scan_inputs=... as a keyword argument")
+    n_scan = int(kwargs["num_scan_inputs"])
+    lengths_in, *rest = args if args else [None]
+    tensors = [_tensor(v) for v in rest]
+    states = [t.array for t in tensors[: len(tensors) - n_scan]]
+    inputs = [t.array for t in tensors[len(tensors) - n_scan:]]
+    directions = list(kwargs.get("directions", [0] * n_scan))
+    if not inputs or any(a.ndim < 2 for a in inputs) or any(s.ndim < 1 for s in states):
+        raise DslTypeError("Scan (opset 8): the states are [batch, ...] and the scan inputs [batch, sequence, ...]",
+                           caller_location(), hint="Scan before opset 9 takes a leading batch axis on every input")
+    batch, longest = inputs[0].shape[:2]
+    if batch == 0:
+        raise DslTypeError("Scan (opset 8): a batch of 0 entries cannot run eagerly (the body's shapes are unknown)",
+                           caller_location(), hint="give at least one batch entry")
+    lengths = [longest] * batch if lengths_in is None else [int(n) for n in _tensor(lengths_in).array.reshape(-1)]
+    if len(lengths) != batch or any(not 1 <= n <= longest for n in lengths):
+        raise DslTypeError(f"Scan (opset 8): sequence_lens {lengths} must give each of the {batch} batch entries "
+                           f"a length from 1 to {longest}", caller_location(),
+                           hint="one length a batch entry, at most the scan inputs' axis 1")
+    finals: list[list[np.ndarray]] = [[] for _ in states]
+    scanned: list[list[np.ndarray]] = []
+    for entry, length in enumerate(lengths):
+        carried = [EagerTensor(np.array(state[entry])) for state in states]
+        steps: list[list[np.ndarray]] = []
+        for step in range(length):
+            slices = [EagerTensor(np.array(a[entry, length - 1 - step if d else step])) for a, d in zip(inputs, directions)]
+            results = _call_body(body, *carried, *slices)
+            carried = results[: len(states)]
+            steps.append([value.array for value in results[len(states):]])
+        for collected, value in zip(finals, carried):
+            collected.append(value.array)
+        outputs = [np.stack(column) for column in zip(*steps)] if steps else []
+        scanned.append([np.concatenate([out, np.zeros((longest - length, *out.shape[1:]), out.dtype)])
+                        for out in outputs])
+    return [*(EagerTensor(np.stack(collected)) for collected in finals),
+            *(EagerTensor(np.stack(column)) for column in zip(*scanned))]
 
 
 def _run_sequence_map(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[Any]:

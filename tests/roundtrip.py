@@ -23,6 +23,12 @@ from tests.runtime_probes import onnxruntime_refusals
 
 def round_trip(model: onnx.ModelProto, folder: str, name: str = "model") -> tuple[str, onnx.ModelProto]:
     """(the generated source, the model compiled back from it)."""
+    source, _, rebuilt = round_trip_function(model, folder, name)
+    return source, rebuilt
+
+
+def round_trip_function(model: onnx.ModelProto, folder: str, name: str = "model") -> tuple[str, Any, onnx.ModelProto]:
+    """(the generated source, its @script function, the model compiled back from it)."""
     source_path = os.path.join(folder, f"{name}.py")
     weights_path = os.path.join(folder, f"{name}.npz")
     source = converter.to_python(model, weights_path, source_path=source_path)
@@ -31,7 +37,14 @@ def round_trip(model: onnx.ModelProto, folder: str, name: str = "model") -> tupl
     function = load_script_function(source_path)
     # Output types exactly as written (no shape inference refining them), as in the original.
     rebuilt = function.to_model_proto(infer_output_types=False, **model_options(function))
-    return source, rebuilt
+    return source, function, rebuilt
+
+
+def run_eagerly(function: Any, inputs: list[Any]) -> list[Any]:
+    """``function`` (a @script function) called eagerly on ``inputs`` (protos read as arrays),
+    its outputs as a list."""
+    outputs = function(*[_normal(value) for value in inputs])
+    return list(outputs) if isinstance(outputs, tuple) else [outputs]
 
 
 def runnable(model: onnx.ModelProto) -> onnx.ModelProto:

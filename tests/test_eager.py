@@ -27,6 +27,7 @@ from dsl.onnxruntime_limits import max_opset
 from dsl.opsets import get_opset
 from eager import EagerTensor
 from eager.ortvalues import from_ortvalue, to_ortvalue
+from tests.helpers import check_script
 from tests.runtime_probes import onnxruntime_runs
 
 try:
@@ -744,6 +745,63 @@ def test_scan_with_graph_body_and_reversed_input() -> None:
     total, partial = op.Scan(np.zeros(2, F32), rows, body=body, num_scan_inputs=1, scan_input_directions=[1])
     np.testing.assert_allclose(total, rows.sum(axis=0))
     np.testing.assert_allclose(partial, np.cumsum(rows[::-1], axis=0))
+
+
+def _batched_scan_oracle(start: np.ndarray, x: np.ndarray, lengths: list[int], directions: list[int]) -> tuple:
+    """Opset 8's Scan in numpy: each batch entry on its own, steps past its length zeros."""
+    finals, totals, diffs = [], np.zeros_like(x), np.zeros_like(x)
+    for entry, length in enumerate(lengths):
+        total = start[entry]
+        for step in range(length):
+            x_t = x[entry, length - 1 - step if directions[0] else step]
+            y_t = x[entry, length - 1 - step if directions[1] else step]
+            total = total + x_t
+            totals[entry, step], diffs[entry, step] = total * 2.0, x_t - y_t
+        finals.append(total)
+    return np.stack(finals), totals, diffs
+
+
+@pytest.mark.parametrize("directions", [[0, 0], [1, 0], [0, 1]])
+@pytest.mark.parametrize("lengths", [None, [3, 1]])
+def test_opset8_scan_runs_eagerly_as_its_model_does(directions: list[int], lengths: list[int] | None) -> None:
+    # Scan of opset 8 takes sequence_lens and a leading batch axis (9 on: neither); eager
+    # mode ran the later form on it and called the body with the wrong arguments.
+    op8 = get_opset("", 8)
+
+    @graph()
+    def body(total: FLOAT[2], x_t: FLOAT[2], y_t: FLOAT[2]):
+        new_total = total + x_t
+        return new_total, new_total * 2.0, x_t - y_t
+
+    @script()
+    def scanned(start: FLOAT[2, 2], x: FLOAT[2, 3, 2], steps: INT64[2]) -> tuple[FLOAT[2, 2], FLOAT[2, 3, 2],
+                                                                                FLOAT[2, 3, 2]]:
+        return op8.Scan(steps, start, x, x, body=body, num_scan_inputs=2, directions=directions)
+
+    @script()
+    def scanned_whole(start: FLOAT[2, 2], x: FLOAT[2, 3, 2]) -> tuple[FLOAT[2, 2], FLOAT[2, 3, 2], FLOAT[2, 3, 2]]:
+        return op8.Scan(None, start, x, x, body=body, num_scan_inputs=2, directions=directions)
+
+    rng = np.random.default_rng(8)
+    start, x = rng.standard_normal((2, 2)).astype(F32), rng.standard_normal((2, 3, 2)).astype(F32)
+    expected = _batched_scan_oracle(start, x, lengths or [3, 3], directions)
+    if lengths is None:
+        check_script(scanned_whole, [start, x], expected)
+    else:
+        check_script(scanned, [start, x, np.array(lengths, np.int64)], expected)
+
+
+def test_opset8_scan_lengths_out_of_range_are_refused() -> None:
+    op8 = get_opset("", 8)
+
+    @graph()
+    def body(total: FLOAT[2], x_t: FLOAT[2]):
+        return total + x_t, x_t
+
+    with pytest.raises(DslTypeError, match=r"sequence_lens \[3, 0\] must give each of the 2 batch entries a length "
+                                           r"from 1 to 3"):
+        op8.Scan(np.array([3, 0], np.int64), np.zeros((2, 2), F32), np.ones((2, 3, 2), F32), body=body,
+                 num_scan_inputs=1)
 
 
 def test_numpy_str_arrays_become_string_tensors_every_time() -> None:
