@@ -42,8 +42,13 @@ def round_trip_function(model: onnx.ModelProto, folder: str, name: str = "model"
 
 def run_eagerly(function: Any, inputs: list[Any]) -> list[Any]:
     """``function`` (a @script function) called eagerly on ``inputs`` (protos read as arrays),
-    its outputs as a list."""
-    outputs = function(*[_normal(value) for value in inputs])
+    given to its parameters without a default in order (a weight listed as a graph input,
+    as IR 3 lists them, is a parameter defaulting to its initializer), its outputs as a list."""
+    import inspect
+
+    parameters = inspect.signature(function.python_function).parameters.values()
+    required = [p.name for p in parameters if p.default is inspect.Parameter.empty]
+    outputs = function(**dict(zip(required, [_normal(value) for value in inputs])))
     return list(outputs) if isinstance(outputs, tuple) else [outputs]
 
 
