@@ -31,6 +31,7 @@ from dsl.frontend.exits import LOOP_EXIT, ReturnExit
 from dsl.frontend.expressions import _same_constant
 from dsl.frontend.value_kinds import value_kind
 from dsl.loop_forms import CONDITION_TYPE, ITERATION_TYPE, carried_type, empty_shape, known_scalar
+from dsl.opsets import Op
 from dsl.shape_rules import Shape
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
@@ -522,7 +523,7 @@ class ControlFlowCompiler(_CompilerBase):
             self.bind_name(name, output)
         return outputs
 
-    def check_carried_kind(self, op: Any, name: str | None, value: ir.Value, location: Any) -> None:
+    def check_carried_kind(self, op: Op, name: str | None, value: ir.Value, location: Any) -> None:
         """Refuse a sequence or optional that ``op`` (If or Loop) cannot pass at its
         version: Loop and If carry tensors only before opset 13 and no optionals before 16,
         and a model built anyway fails onnx.checker with no line of the program.  (Eager
