@@ -436,4 +436,9 @@ CHECK_MUTATIONS = [
     Mutation("BS4", "opset 8's Scan takes a length of 0", "eager/control_flow.py",
              "any(not 1 <= n <= longest for n in lengths)", "any(not 0 <= n <= longest for n in lengths)",
              ("tests/test_eager.py",)),
+    Mutation("PW1", "a number raised to a tensor keeps its own type eagerly", "eager/tensor.py",
+             '        return self._binary("Pow", self._number_beside(other, "X"), self)',
+             '        return self._binary("Pow", other, self)', ("tests/test_python_operators.py",)),
+    Mutation("PW2", "a tensor shifted with >> is Python's TypeError eagerly", "eager/tensor.py",
+             "    __rlshift__ = __rshift__ = __rrshift__ = __lshift__\n", "", ("tests/test_python_operators.py",)),
 ]

@@ -18,12 +18,12 @@ import numpy as np
 from dsl import hooks, types
 from dsl.dtypes import DType, dtype_mismatch, dtype_of, element_type_of
 from dsl.errors import DslError, DslTypeError, UnsupportedSyntaxError
-from dsl.operators import COMPARE, binary_spelling, unary_spelling
+from dsl.operators import COMPARE, binary_spelling, literal_elem_type, unary_spelling
 from eager.call_site import assigned_attribute_owner, caller_location
 from eager.indexing import eager_getitem
 from eager.numpy_view import NumpyInspection
 from eager.script_context import operator_opset
-from eager.values import ELEM_BY_DTYPE, elem_type_of_array
+from eager.values import ELEM_BY_DTYPE, elem_type_of_array, python_scalar_array
 
 __all__ = ["EagerTensor"]
 
@@ -180,10 +180,30 @@ class EagerTensor(NumpyInspection):
         return self._binary("MatMult", other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return self._binary("Pow", self, other)
+        return self._binary("Pow", self, self._number_beside(other, "Y"))
 
     def __rpow__(self, other: Any) -> Any:
-        return self._binary("Pow", other, self)
+        return self._binary("Pow", self._number_beside(other, "X"), self)
+
+    def _number_beside(self, value: Any, formal: str) -> Any:
+        """A Python number on the other side of ``**`` as the compiler makes it: of this
+        tensor's element type (:func:`dsl.operators.literal_elem_type`).  Pow's base and
+        exponent are of two type parameters, so the op's own rule (a literal takes the type
+        of a tensor of its parameter) would make ``7 ** x`` an INT64 base, and Pow's output
+        INT64 where the compiled ``7 ** x`` of a FLOAT ``x`` is FLOAT."""
+        if type(value) not in (bool, int, float):
+            return value
+        elem = literal_elem_type(value, ELEM_BY_DTYPE.get(self.array.dtype) or self.elem_type)
+        if elem is None:
+            return value
+        try:
+            return python_scalar_array(value, elem)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise DslTypeError(
+                f"input {formal!r} of Pow: {value!r} is not a {types.element_type_name(elem)} ({err})",
+                caller_location(),
+                hint="write a value of the tensor's element type, or cast explicitly with op.Cast",
+            ) from None
 
     def __mod__(self, other: Any) -> Any:
         return self._binary("Mod", self, other)
@@ -210,11 +230,18 @@ class EagerTensor(NumpyInspection):
         return self._binary("BitXor", other, self)
 
     def __floordiv__(self, other: Any) -> Any:
-        raise UnsupportedSyntaxError(
-            "'//' has no ONNX operator", hint="write op.Floor(a / b) for floats, or a / b (ONNX Div) for integers"
+        raise UnsupportedSyntaxError(  # (the compiler's words)
+            "the operator // is not supported on tensors", caller_location(),
+            hint="use op.Floor(a / b) for floats or a / b for integers (truncating)",
         )
 
     __rfloordiv__ = __floordiv__
+
+    def __lshift__(self, other: Any) -> Any:
+        raise UnsupportedSyntaxError("the operator << is not supported on tensors", caller_location(),
+                                     hint="use op.BitShift(a, b, direction='LEFT'/'RIGHT')")
+
+    __rlshift__ = __rshift__ = __rrshift__ = __lshift__
 
     def _unary(self, ast_op: str) -> Any:
         spelling = unary_spelling(ast_op, self.elem_type)
