@@ -441,4 +441,13 @@ CHECK_MUTATIONS = [
              '        return self._binary("Pow", other, self)', ("tests/test_python_operators.py",)),
     Mutation("PW2", "a tensor shifted with >> is Python's TypeError eagerly", "eager/tensor.py",
              "    __rlshift__ = __rshift__ = __rrshift__ = __lshift__\n", "", ("tests/test_python_operators.py",)),
+    Mutation("AB1", "abs() of a tensor is refused compiled, where it runs eagerly", "dsl/frontend/static_python.py",
+             "        if target is builtins.abs and len(arguments) == 1", "        if False and len(arguments) == 1",
+             ("tests/test_python_operators.py",)),
+    Mutation("AB2", "abs() of a tensor is Python's TypeError eagerly", "eager/tensor.py",
+             '        return _call("Abs", (self,), ())  # (abs(x) is op.Abs compiled too)',
+             "        return NotImplemented", ("tests/test_python_operators.py",)),
+    Mutation("DM1", "divmod() of a tensor is Python's TypeError eagerly", "eager/tensor.py",
+             "    __rdivmod__ = __divmod__\n", "    __rdivmod__ = None\n    __divmod__ = None\n",
+             ("tests/test_python_operators.py",)),
 ]

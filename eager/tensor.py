@@ -256,6 +256,17 @@ class EagerTensor(NumpyInspection):
     def __invert__(self) -> Any:
         return self._unary("Invert")
 
+    def __abs__(self) -> Any:
+        return _call("Abs", (self,), ())  # (abs(x) is op.Abs compiled too)
+
+    def __divmod__(self, other: Any) -> Any:
+        raise DslTypeError(  # (the compiler's words: floor division has no ONNX operator)
+            "divmod() of a tensor needs its value at run time", caller_location(),
+            hint="use ONNX ops on tensors (op.Max, op.Min, op.Abs, op.Cast, op.ReduceSum...)",
+        )
+
+    __rdivmod__ = __divmod__
+
     def _compare(self, ast_op: str, other: Any) -> Any:
         spelling = COMPARE[ast_op]
         result = _call(spelling.op_type, (self, other), spelling.attributes)

@@ -316,6 +316,7 @@ def test_every_operator_with_a_literal_computes_the_same_eagerly_and_compiled(el
     forms = [(f"x {symbol} {literal}", f"{literal} {symbol} x") for symbol in _AGREEMENT_OPERATORS
              for literal in _AGREEMENT_LITERALS]
     bodies = [body for pair in forms for body in pair] + [f"x {symbol} x" for symbol in _AGREEMENT_OPERATORS]
+    bodies += ["-x", "+x", "~x", "abs(x)", "abs(x[0]) * 2", "divmod(x[0], 2)"]
     x = _AGREEMENT_INPUTS[elem]
     header = "from dsl import DOUBLE, FLOAT16, INT8, UINT8\n"
     disagreements = []

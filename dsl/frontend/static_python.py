@@ -391,6 +391,8 @@ class StaticPythonCompiler(_CompilerBase):
         keywords = {k: raw_of(v) for k, v in keyword_operands.items()}
         if container_method and name in MUTATING_METHODS:
             self.check_mutation(owner, str(name), node)
+        if target is builtins.abs and len(arguments) == 1 and not keywords and isinstance(arguments[0], ir.Value):
+            return self.builder.operator("Abs", [arguments[0]], self.loc(node))  # (as eagerly: EagerTensor.__abs__)
         if target in _VALUE_READING and any(isinstance(a, (ir.Value, AttrRef)) for a in arguments):
             raise DslTypeError(
                 f"{name}() of a tensor needs its value at run time", self.loc(node),
