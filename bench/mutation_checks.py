@@ -450,4 +450,10 @@ CHECK_MUTATIONS = [
     Mutation("DM1", "divmod() of a tensor is Python's TypeError eagerly", "eager/tensor.py",
              "    __rdivmod__ = __divmod__\n", "    __rdivmod__ = None\n    __divmod__ = None\n",
              ("tests/test_python_operators.py",)),
+    Mutation("RT1", "a returned tuple of sizes is an output a size eagerly", "eager/results.py",
+             "            and returns_a_tuple_display(python_function) is False:",
+             "            and False:", ("tests/test_eager_sequences.py",)),
+    Mutation("RT2", "a returned tuple display of sizes is packed into one output eagerly", "eager/results.py",
+             "            and returns_a_tuple_display(python_function) is False:",
+             "            and returns_a_tuple_display(python_function) is not None:", ("tests/test_eager_sequences.py",)),
 ]

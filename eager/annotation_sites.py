@@ -61,6 +61,16 @@ def _only_return(python_function: Any) -> tuple[SourceLocation, ast.Return] | No
     return SourceLocation(filename, line, statement.col_offset + indent, source_line, end_column=end), statement
 
 
+def returns_a_tuple_display(python_function: Any) -> bool | None:
+    """Whether the body's one ``return`` writes a tuple display (``return a, b``: an output
+    each, as compiled) rather than an expression whose value is a tuple (``return
+    x.shape``: one output, as compiled); None where the source cannot say."""
+    found = _only_return(python_function)
+    if found is None or found[1].value is None:
+        return None
+    return isinstance(found[1].value, ast.Tuple)
+
+
 def returned_expression(python_function: Any, count: int, index: int) -> tuple[SourceLocation, ast.expr] | None:
     """The location and text of result ``index`` of ``count`` in the body's one ``return``
     (``[a, b]`` in ``return [a, b], c``), as the compiler locates an expression; None

@@ -29,7 +29,7 @@ from dsl.annotation_checks import (
 from dsl.errors import DslTypeError
 from dsl.operators import literal_elem_type
 from eager import values
-from eager.annotation_sites import return_site
+from eager.annotation_sites import return_site, returns_a_tuple_display
 from eager.call_site import caller_location
 from eager.returned_lists import is_returned_list, packed_result
 from eager.sequences import EagerSequence, sequence_arrays
@@ -80,6 +80,10 @@ def typed_results(
                 want.shape is None or fits_declared(result.array.shape, None, want, check_ranks)):
             return result  # the common case, kept short: eager calls are timed in microseconds
     many = isinstance(result, tuple)
+    if many and python_function is not None and _is_size_tuple(result) \
+            and returns_a_tuple_display(python_function) is False:
+        # ``return x.shape``: one INT64 output, as the compiler packs a tuple of sizes
+        result, many = EagerTensor(np.array(result, dtype=np.int64).reshape(-1)), False
     items = list(result) if many else [result]
     if declared is not None and len(declared) != len(items):
         raise DslTypeError(
@@ -103,6 +107,11 @@ def typed_results(
         elif not fits_declared(tensor.array.shape, tensor.elem_type, want, check_ranks):
             _refuse_result(python_function, len(typed), index, tensor, want)
     return tuple(typed) if many else typed[0]
+
+
+def _is_size_tuple(result: tuple[Any, ...]) -> bool:
+    """A tuple of Python ints (a shape), which the compiler returns as one INT64 tensor."""
+    return all(isinstance(part, (int, np.integer)) and not isinstance(part, (bool, np.bool_)) for part in result)
 
 
 def _refuse_result(python_function: Any, count: int, index: int, tensor: EagerTensor, want: Any) -> None:

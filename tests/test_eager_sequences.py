@@ -664,3 +664,34 @@ def test_an_input_of_a_type_its_schema_does_not_admit_is_a_user_error() -> None:
     with pytest.raises(DslTypeError, match=r"OptionalHasElement: .*unsupported type: tensor\(float\)") as refused:
         infer_node(onnx.defs.get_schema("OptionalHasElement", 15), node, {"x": oh.make_tensor_type_proto(1, [2])})
     assert "get_schema('OptionalHasElement', 15)" in (refused.value.hint or "")
+
+
+# ------------------------------------------------------------- returned tuples of sizes
+
+
+def test_a_returned_shape_is_one_output_in_both_modes() -> None:
+    # (`return x.shape` is one INT64 output compiled; eagerly the shape is a Python tuple,
+    # which was taken for one output a size; `return a, b` stays an output each)
+    @script()
+    def whole_shape(x: FLOAT["N", 4]):
+        return x.shape
+
+    @script()
+    def named_shape(x: FLOAT["N", 4]):
+        dims = x.shape
+        return dims
+
+    @script()
+    def sizes_apart(x: FLOAT["N", 4]):
+        return x.shape[0], x.shape[1]
+
+    @script()
+    def shape_and_tensor(x: FLOAT["N", 4]):
+        return x.shape, x * 2.0
+
+    x = f32(3, 4)
+    for function in (whole_shape, named_shape):
+        check_script(function, [x], np.array([3, 4], np.int64))
+        assert len(function.to_model_proto().graph.output) == 1
+    check_script(sizes_apart, [x], (np.array(3, np.int64), np.array(4, np.int64)))
+    check_script(shape_and_tensor, [x], (np.array([3, 4], np.int64), x * 2))
