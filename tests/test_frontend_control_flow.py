@@ -183,3 +183,76 @@ def test_both_branches_binding_the_same_outer_value_rebinds_the_name() -> None:
         expected = np.float32(0.0 if n else 1.0)
         inputs = [np.array(0.0, np.float32), np.array(1.0, np.float32), np.array(n, np.int64)]
         check_script(both_branches, inputs, np.array(expected))
+
+
+@script()
+def summed_three_times(x: FLOAT["N"]):
+    total = x * 0.0
+    for _ in range(3):
+        total = total + x
+    return total
+
+
+@script()
+def counted_up(x: FLOAT["N"]):
+    count = x[0] * 0.0
+    while count < 3.0:
+        count = count + 1.0
+    return count
+
+
+@script()
+def summed_until_large(x: FLOAT["N"]):
+    total = x * 0.0
+    for _ in range(5):
+        if total[0] > 2.0:
+            break
+        total = total + x
+    return total
+
+
+@script()
+def grown(x: FLOAT["N"]):
+    joined = x
+    for _ in range(3):
+        joined = op.Concat(joined, x, axis=0)
+    return joined
+
+
+def test_a_loops_results_export_without_a_return_annotation() -> None:
+    # (ONNX's inference cannot tell a Loop's carried output ranks, and a model's outputs
+    # need one: the compiler gives them the rank it found invariant, which eager mode never
+    # asked the user for; the sizes stay open, as a carried size may change)
+    x = np.array([1.5, -2.0, 3.0], np.float32)
+    check_script(summed_three_times, [x], x * 3)
+    check_script(counted_up, [x], np.array(3.0, np.float32))
+    check_script(summed_until_large, [x], x * 2)
+    check_script(grown, [x], np.concatenate([x] * 4))
+    output = grown.to_model_proto().graph.output[0]
+    assert [d.WhichOneof("value") for d in output.type.tensor_type.shape.dim] == [None]  # (rank 1, size open)
+    doubled = script()(_doubled)  # (any other result: the sizes ONNX's inference finds)
+    assert [d.dim_value for d in doubled.to_model_proto().graph.output[0].type.tensor_type.shape.dim] == [3]
+
+
+def _doubled(x: FLOAT[3]):
+    return x * 2.0
+
+
+def test_iterating_builtins_over_a_tensor_say_what_a_for_loop_over_it_says() -> None:
+    # (enumerate(x) was "calling 'enumerate' failed: TypeError: 'Value' object is not iterable")
+    from dsl.errors import UnsupportedSyntaxError
+
+    for iteration in ("for v in x", "for i, v in enumerate(x)", "for v, w in zip(x, x)", "for v in reversed(x)"):
+        text = (f"from dsl import script, FLOAT\n@script()\ndef program(x: FLOAT['N']):\n    total = x[0] * 0.0\n"
+                f"    {iteration}:\n        total = total + x[0]\n    return total\n")
+        filename = f"<control-flow-{next(_counter)}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        namespace: dict = {}
+        exec(compile(text, filename, "exec"), namespace)
+        try:
+            namespace["program"].to_model_proto()
+        except UnsupportedSyntaxError as error:
+            assert "over a tensor needs its values at run time" in error.message, error.message
+            assert "for i in range(n)" in (error.hint or "")
+        else:
+            raise AssertionError(f"{iteration} compiled")

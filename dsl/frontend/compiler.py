@@ -381,6 +381,8 @@ class FunctionCompiler(
             check_declared(output_label(index, name), self.ctx.shapes.shape(value), known, declared, location,
                            OUTPUT_HINT, check_rank=ranks_fixed)
             shape = self.ctx.shapes.shape(value)
+            carried_out = value.producer is not None and value.producer.op_type == "Loop" and \
+                value.producer.domain in ("", "ai.onnx")
             value = self.output_value(value, taken, location)
             self._claim_name(value, name)
             if isinstance(declared, ir.TensorType) and declared.shape is not None and not ranks_fixed and (
@@ -391,7 +393,11 @@ class FunctionCompiler(
             elif declared is not None:
                 value.type = declared
             elif value.type is None and known is not None:
-                value.type = ir.TensorType(known, None)
+                # A Loop's carried result keeps the rank the compiler found invariant, which
+                # ONNX's inference cannot tell (a model's outputs need one); otherwise the
+                # rank and sizes are left to ONNX's inference, which knows them better.
+                rank = (None,) * len(shape) if carried_out and shape is not None else None
+                value.type = ir.TensorType(known, rank)
             graph.outputs.append(value)
 
     def _claim_name(self, value: ir.Value, name: str) -> None:

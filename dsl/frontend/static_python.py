@@ -391,6 +391,11 @@ class StaticPythonCompiler(_CompilerBase):
         keywords = {k: raw_of(v) for k, v in keyword_operands.items()}
         if container_method and name in MUTATING_METHODS:
             self.check_mutation(owner, str(name), node)
+        if target in _ITERATING and any(isinstance(a, ir.Value) for a in arguments):
+            raise UnsupportedSyntaxError(  # (as `for v in x`: see static_items)
+                f"{name}() over a tensor needs its values at run time", self.loc(node),
+                hint="loop over indices, for i in range(n), and read x[i]; or use op.SequenceMap / op.Scan",
+            )
         if target is builtins.abs and len(arguments) == 1 and not keywords and isinstance(arguments[0], ir.Value):
             return self.builder.operator("Abs", [arguments[0]], self.loc(node))  # (as eagerly: EagerTensor.__abs__)
         if target in _VALUE_READING and any(isinstance(a, (ir.Value, AttrRef)) for a in arguments):
@@ -437,6 +442,9 @@ def _bind(function: Any, signature: inspect.Signature, arguments: list[Any], key
     return dict(found.arguments)
 
 
+# Builtins that iterate over an argument: over a tensor, its first axis's items.
+_ITERATING = frozenset({builtins.enumerate, builtins.zip, builtins.reversed, builtins.iter, builtins.list,
+                        builtins.tuple})
 _VALUE_READING = frozenset({
     builtins.len, builtins.int, builtins.float, builtins.bool, builtins.abs, builtins.round, builtins.divmod,
     builtins.min, builtins.max, builtins.sorted, builtins.any, builtins.all, builtins.str, builtins.set,
