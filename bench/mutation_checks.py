@@ -466,4 +466,9 @@ CHECK_MUTATIONS = [
     Mutation("IT1", "enumerate() over a tensor fails inside Python's enumerate", "dsl/frontend/static_python.py",
              "        if target in _ITERATING and any(isinstance(a, ir.Value) for a in arguments):",
              "        if False:", ("tests/test_frontend_control_flow.py",)),
+    Mutation("SN1", "ScatterND's updates of any shape are taken", "dsl/shape_rules_inputs.py",
+             "    if updates is not None and (len(updates) != len(expected) or any(map(_differ, updates, expected))):",
+             "    if False:", ("tests/test_shape_rules_inputs.py",)),
+    Mutation("SN2", "ScatterND's indices may hold more coordinates than the data has axes", "dsl/shape_rules_inputs.py",
+             "    if depth > len(data):", "    if False:", ("tests/test_shape_rules_inputs.py",)),
 ]

@@ -304,7 +304,26 @@ def _elements(call: RuleCall) -> None:
                         "each index places the update at its own position")
 
 
+def _scatter_nd(call: RuleCall) -> None:
+    """ScatterND: indices whose last axis ``k`` is at most the data's rank, and updates of
+    the indices' shape without that axis followed by the data's axes from ``k``."""
+    data, indices, updates = call.shape(0), call.shape(1), call.shape(2)
+    if data is None or indices is None or not indices or not _static(indices[-1]):
+        return
+    depth = int(indices[-1])  # type: ignore[arg-type]
+    hint = (f"each index (the last axis of {call.name(1)}) picks a slice of {call.name(0)}; the updates hold one "
+            f"such slice an index")
+    if depth > len(data):
+        raise call.fail(f"{call.operand(1)}: an index holds {depth} coordinates, but {call.operand(0)} has rank "
+                        f"{len(data)}", hint)
+    expected = (*indices[:-1], *data[depth:])
+    if updates is not None and (len(updates) != len(expected) or any(map(_differ, updates, expected))):
+        raise call.fail(f"{call.operand(2)} vs {call.operand(1)} and {call.operand(0)}: the updates must have shape "
+                        f"{shape_text(expected)}", hint)
+
+
 INPUT_RULES: dict[str, Callable[[RuleCall], None]] = {
+    "ScatterND": _scatter_nd,
     "Range": _range, "Clip": _clip, "TopK": _top_k, "Pad": _pad, "OneHot": _one_hot, "Split": _split_sizes, "GatherElements": _elements, "ScatterElements": _elements,
     "Conv": _convolution, "ConvTranspose": _convolution, "BatchNormalization": _batch_normalization,
     "InstanceNormalization": _instance_normalization, "LayerNormalization": _layer_normalization,
