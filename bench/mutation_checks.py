@@ -471,4 +471,13 @@ CHECK_MUTATIONS = [
              "    if False:", ("tests/test_shape_rules_inputs.py",)),
     Mutation("SN2", "ScatterND's indices may hold more coordinates than the data has axes", "dsl/shape_rules_inputs.py",
              "    if depth > len(data):", "    if False:", ("tests/test_shape_rules_inputs.py",)),
+    Mutation("RL1", "a for loop over a tensor is refused compiled", "dsl/frontend/control_flow.py",
+             "            rows = self.rows_loop(node)\n", "            rows = None\n",
+             ("tests/test_frontend_control_flow.py",)),
+    Mutation("RL2", "a for loop over a tensor of a symbolic length is bounded by the size's name", "dsl/frontend/control_flow.py",
+             "        if not (isinstance(known, PyValue) and _is_int(known.value)):", "        if False:",
+             ("tests/test_frontend_control_flow.py",)),
+    Mutation("RL3", "enumerate over a tensor is refused compiled", "dsl/frontend/control_flow.py",
+             "            if isinstance(function, PyValue) and function.value is enumerate:", "            if False:",
+             ("tests/test_frontend_control_flow.py",)),
 ]

@@ -242,7 +242,7 @@ def test_iterating_builtins_over_a_tensor_say_what_a_for_loop_over_it_says() -> 
     # (enumerate(x) was "calling 'enumerate' failed: TypeError: 'Value' object is not iterable")
     from dsl.errors import UnsupportedSyntaxError
 
-    for iteration in ("for v in x", "for i, v in enumerate(x)", "for v, w in zip(x, x)", "for v in reversed(x)"):
+    for iteration in ("for v, w in zip(x, x)", "for v in reversed(x)", "for v in list(x)"):
         text = (f"from dsl import script, FLOAT\n@script()\ndef program(x: FLOAT['N']):\n    total = x[0] * 0.0\n"
                 f"    {iteration}:\n        total = total + x[0]\n    return total\n")
         filename = f"<control-flow-{next(_counter)}>"
@@ -256,3 +256,41 @@ def test_iterating_builtins_over_a_tensor_say_what_a_for_loop_over_it_says() -> 
             assert "for i in range(n)" in (error.hint or "")
         else:
             raise AssertionError(f"{iteration} compiled")
+
+
+@script()
+def rows_summed(x: FLOAT["N", 2]):
+    total = x[0] * 0.0
+    for row in x:
+        total = total + row
+    return total
+
+
+@script()
+def rows_weighted(x: FLOAT[3, 2]):
+    total = x[0] * 0.0
+    for index, row in enumerate(x):
+        total = total + row * index
+    return total
+
+
+@script()
+def rows_until_large(x: FLOAT["N"]):
+    total = x[0] * 0.0
+    for value in x:
+        if total > 2.0:
+            break
+        total = total + value
+    return total
+
+
+def test_a_for_loop_over_a_tensor_runs_a_row_an_iteration_both_ways() -> None:
+    # (eagerly a for loop over a tensor takes its rows; compiled it was refused as needing
+    # the tensor's values, though only the first axis's size is needed: a Loop over it)
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    check_script(rows_summed, [x], x.sum(axis=0))
+    y = x[:3]
+    check_script(rows_weighted, [y], (y * np.arange(3, dtype=np.float32)[:, None]).sum(axis=0))
+    z = np.array([1.5, 2.0, -4.0, 9.0], np.float32)
+    check_script(rows_until_large, [z], np.array(3.5, np.float32))
+    assert "Loop" in [node.op_type for node in rows_summed.to_model_proto().graph.node]  # (N rows: not unrolled)

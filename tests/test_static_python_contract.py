@@ -75,7 +75,8 @@ STATEMENTS: list[tuple[str, type[DslError] | None]] = [
     ("x = sum([op.Relu(x), x * 0.5] * ({k} + 1), {threshold})", None),
     ("if {opt} is not None and len(SCALES) > {j}:\n    x = x + {opt}", None),
     ("assert len(LAYERS) == {k}, \"the layer count\"", StaticAssertionError),
-    ("for v in x:\n    x = v", dsl.UnsupportedSyntaxError),
+    ("for v in zip(x, x):\n    x = v[0]", dsl.UnsupportedSyntaxError),
+    ("t = x[0] * 0.0\nfor v in x:\n    t = t + v\nx = x + t", None),
     ("x = x * len(x)", dsl.DslTypeError),
     ("outs = []\nif op.ReduceSum(x) > 0.0:\n    outs.append(x)", dsl.UnsupportedSyntaxError),
 ]

@@ -233,12 +233,52 @@ class ControlFlowCompiler(_CompilerBase):
             function = self.expr(iterator.func)
             is_range = isinstance(function, PyValue) and function.value is range
         if not is_range or not isinstance(iterator, ast.Call):  # the second test only informs mypy
+            rows = self.rows_loop(node)
+            if rows is not None:
+                return self.visit_For(rows)
             iterable = self.expr(iterator)  # a Python list, tuple, dict, enumerate(...): unrolled
             return self.unroll_for(node, self.static_items(iterable, iterator, "a for loop"))
         arguments = [self.expr(a) for a in iterator.args]
         if all(isinstance(a, PyValue) for a in arguments):
             return self.static_range_loop(node, arguments, iterator)
         return self.range_loop(node, arguments, iterator)
+
+    def rows_loop(self, node: ast.For) -> ast.For | None:
+        """``for v in x`` and ``for i, v in enumerate(x)`` over a tensor ``x``, as eager mode
+        runs them (a row of ``x`` an iteration), spelled as the loop over its first axis that
+        compiles: ``for i in range(x.shape[0]): v = x[i]``.  None for any other loop."""
+        iterator, target = node.iter, node.target
+        counted = None
+        if isinstance(iterator, ast.Call) and not iterator.keywords and len(iterator.args) == 1 \
+                and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            function = self.expr(iterator.func)
+            if isinstance(function, PyValue) and function.value is enumerate:
+                counted, iterator, target = target.elts[0], iterator.args[0], target.elts[1]
+        if node.orelse or isinstance(iterator, ast.Starred):
+            return None
+        if counted is None and isinstance(iterator, ast.Call):
+            return None  # (range, zip, a function's result: iterated as Python)
+        rows = self.expr(iterator)
+        if not isinstance(rows, ir.Value):
+            return None
+        held = self.new_synthetic(rows, iterator)
+        index = counted if counted is not None else ast.Name(id=f"@row{len(self.synthetic)}", ctx=ast.Store())
+
+        def at(made: ast.AST) -> Any:
+            return ast.copy_location(made, iterator)
+
+        size: Any = at(ast.Subscript(value=at(ast.Attribute(value=held, attr="shape", ctx=ast.Load())),
+                                     slice=at(ast.Constant(0)), ctx=ast.Load()))
+        known = self.expr(size)
+        if not (isinstance(known, PyValue) and _is_int(known.value)):  # (a symbolic size: an INT64 scalar)
+            size = self.new_synthetic(self.as_value(known, size, elem=_INT64), iterator)
+        row = at(ast.Assign(targets=[target], value=at(ast.Subscript(
+            value=held, slice=at(ast.Name(id=index.id, ctx=ast.Load())) if isinstance(index, ast.Name) else index,
+            ctx=ast.Load()))))
+        loop = ast.For(target=at(ast.Name(id=index.id, ctx=ast.Store())) if isinstance(index, ast.Name) else index,
+                       iter=at(ast.Call(func=at(ast.Name(id="range", ctx=ast.Load())), args=[size], keywords=[])),
+                       body=[row, *node.body], orelse=[])
+        return ast.copy_location(loop, node)
 
     def static_range_loop(self, node: ast.For, arguments: list[Any], iterator: ast.Call) -> Any:
         """``for i in range(<constants>)``: an ONNX Loop where the body compiles as one; unrolled
