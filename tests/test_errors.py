@@ -166,10 +166,10 @@ CASES: list[tuple[str, type, str, str]] = [
         def f(x: FLOAT["N"]) -> BOOL:
             return 1.0 in x
     """),
-    ("for over tensor", UnsupportedSyntaxError, "in x:", """
+    ("for over zip of tensors", UnsupportedSyntaxError, "zip(x, x)", """
         @script()
         def f(x: FLOAT["N"]) -> FLOAT["N"]:
-            for v in x:
+            for v, w in zip(x, x):
                 y = v
             return x
     """),
