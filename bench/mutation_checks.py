@@ -480,4 +480,10 @@ CHECK_MUTATIONS = [
     Mutation("RL3", "enumerate over a tensor is refused compiled", "dsl/frontend/control_flow.py",
              "            if isinstance(function, PyValue) and function.value is enumerate:", "            if False:",
              ("tests/test_frontend_control_flow.py",)),
+    Mutation("RL4", "a for loop over a sequence reads its shape, which no ONNX value has", "dsl/frontend/control_flow.py",
+             '        if kind == "sequence":  # (its items a SequenceAt each, x[i] as compiled)', "        if False:",
+             ("tests/test_frontend_control_flow.py",)),
+    Mutation("RL5", "a for loop over an optional (or a value of a kind not known) is spelled as one over a tensor",
+             "dsl/frontend/control_flow.py", '        if kind not in ("tensor", "sequence"):',
+             "        if not isinstance(rows, ir.Value):", ("tests/test_frontend_control_flow.py",)),
 ]

@@ -294,3 +294,40 @@ def test_a_for_loop_over_a_tensor_runs_a_row_an_iteration_both_ways() -> None:
     z = np.array([1.5, 2.0, -4.0, 9.0], np.float32)
     check_script(rows_until_large, [z], np.array(3.5, np.float32))
     assert "Loop" in [node.op_type for node in rows_summed.to_model_proto().graph.node]  # (N rows: not unrolled)
+
+
+@script()
+def items_summed(x: FLOAT["N"]) -> FLOAT["N"]:
+    parts = op.SequenceConstruct(x, x * 2.0)
+    total = x * 0.0
+    for part in parts:
+        total = total + part
+    return total
+
+
+def test_a_for_loop_over_a_sequence_runs_an_item_an_iteration_both_ways() -> None:
+    # (over a sequence the loop's length is SequenceLength, and x[i] a SequenceAt: the
+    # shape of a sequence, which a tensor's loop reads, is no ONNX value)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    check_script(items_summed, [x], x * 3)
+    assert "SequenceLength" in [node.op_type for node in items_summed.to_model_proto().graph.node]
+
+
+def test_a_for_loop_over_an_optional_is_refused_with_the_loops_hint() -> None:
+    # (an optional has no rows nor items: the loop needs its value at run time)
+    from dsl import Optional
+    from dsl.errors import UnsupportedSyntaxError
+
+    @script()
+    def over_optional(x: FLOAT["N"], maybe: Optional[FLOAT["N"]]) -> FLOAT["N"]:
+        total = x * 0.0
+        for value in maybe:
+            total = total + value
+        return total
+
+    try:
+        over_optional.to_model_proto()
+    except UnsupportedSyntaxError as error:
+        assert "needs its values at run time" in error.message and "for i in range(n)" in (error.hint or "")
+    else:
+        raise AssertionError("a loop over an optional compiled")

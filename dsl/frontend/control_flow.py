@@ -246,7 +246,8 @@ class ControlFlowCompiler(_CompilerBase):
     def rows_loop(self, node: ast.For) -> ast.For | None:
         """``for v in x`` and ``for i, v in enumerate(x)`` over a tensor ``x``, as eager mode
         runs them (a row of ``x`` an iteration), spelled as the loop over its first axis that
-        compiles: ``for i in range(x.shape[0]): v = x[i]``.  None for any other loop."""
+        compiles: ``for i in range(x.shape[0]): v = x[i]``; over a sequence, its items
+        (``range(op.SequenceLength(x))``, ``x[i]`` a SequenceAt).  None for any other loop."""
         iterator, target = node.iter, node.target
         counted = None
         if isinstance(iterator, ast.Call) and not iterator.keywords and len(iterator.args) == 1 \
@@ -259,19 +260,24 @@ class ControlFlowCompiler(_CompilerBase):
         if counted is None and isinstance(iterator, ast.Call):
             return None  # (range, zip, a function's result: iterated as Python)
         rows = self.expr(iterator)
-        if not isinstance(rows, ir.Value):
-            return None
+        kind = value_kind(rows, self.ctx) if isinstance(rows, ir.Value) else None
+        if kind not in ("tensor", "sequence"):
+            return None  # (not a value, or an optional or a value of a kind not known: refused as Python)
         held = self.new_synthetic(rows, iterator)
         index = counted if counted is not None else ast.Name(id=f"@row{len(self.synthetic)}", ctx=ast.Store())
 
         def at(made: ast.AST) -> Any:
             return ast.copy_location(made, iterator)
 
-        size: Any = at(ast.Subscript(value=at(ast.Attribute(value=held, attr="shape", ctx=ast.Load())),
-                                     slice=at(ast.Constant(0)), ctx=ast.Load()))
-        known = self.expr(size)
-        if not (isinstance(known, PyValue) and _is_int(known.value)):  # (a symbolic size: an INT64 scalar)
-            size = self.new_synthetic(self.as_value(known, size, elem=_INT64), iterator)
+        size: Any
+        if kind == "sequence":  # (its items a SequenceAt each, x[i] as compiled)
+            size = self.new_synthetic(self.builder.operator("SequenceLength", [rows], self.loc(iterator)), iterator)
+        else:
+            size = at(ast.Subscript(value=at(ast.Attribute(value=held, attr="shape", ctx=ast.Load())),
+                                    slice=at(ast.Constant(0)), ctx=ast.Load()))
+            known = self.expr(size)
+            if not (isinstance(known, PyValue) and _is_int(known.value)):  # (a symbolic size: an INT64 scalar)
+                size = self.new_synthetic(self.as_value(known, size, elem=_INT64), iterator)
         row = at(ast.Assign(targets=[target], value=at(ast.Subscript(
             value=held, slice=at(ast.Name(id=index.id, ctx=ast.Load())) if isinstance(index, ast.Name) else index,
             ctx=ast.Load()))))
