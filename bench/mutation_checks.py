@@ -486,4 +486,11 @@ CHECK_MUTATIONS = [
     Mutation("RL5", "a for loop over an optional (or a value of a kind not known) is spelled as one over a tensor",
              "dsl/frontend/control_flow.py", '        if kind not in ("tensor", "sequence"):',
              "        if not isinstance(rows, ir.Value):", ("tests/test_frontend_control_flow.py",)),
+    Mutation("VK1", "a Loop body's carried input is of its declared element type's kind, whatever its initial value is",
+             "dsl/frontend/control_flow.py",
+             "            ctx.origins[value] = (initial,)  # (declared with the element type only: its kind is the initial's)\n",
+             "", ("tests/test_eager_sequences.py",)),
+    Mutation("VK2", "indexing a sequence known through an if is a tensor's Gather", "dsl/frontend/expressions.py",
+             '        if value_kind(target, self.ctx) == "sequence":',
+             "        if isinstance(target.type, ir.SequenceType):", ("tests/test_eager_sequences.py",)),
 ]

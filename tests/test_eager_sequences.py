@@ -695,3 +695,41 @@ def test_a_returned_shape_is_one_output_in_both_modes() -> None:
         assert len(function.to_model_proto().graph.output) == 1
     check_script(sizes_apart, [x], (np.array(3, np.int64), np.array(4, np.int64)))
     check_script(shape_and_tensor, [x], (np.array([3, 4], np.int64), x * 2))
+
+
+# ------------------------------- a sequence known through an if or a loop, indexed or iterated
+
+
+@script()
+def branch_sequence_indexed(x: FLOAT["N"], c: BOOL) -> FLOAT["N"]:
+    parts = op.SequenceConstruct(x) if c else op.SequenceConstruct(x * 2.0, x)
+    return parts[0]
+
+
+@script()
+def branch_sequence_iterated(x: FLOAT["N"], c: BOOL) -> FLOAT["N"]:
+    parts = op.SequenceConstruct(x) if c else op.SequenceConstruct(x, x)
+    total = x * 0.0
+    for part in parts:
+        total = total + part
+    return total
+
+
+@script()
+def carried_sequence_indexed(x: FLOAT["N"]) -> FLOAT["N"]:
+    parts = op.SequenceConstruct(x)
+    total = x
+    for _ in range(3):
+        total = total + parts[0]
+        parts = op.SequenceInsert(parts, x)
+    return total
+
+
+def test_a_sequence_out_of_an_if_or_carried_by_a_loop_is_indexed_and_iterated_as_a_sequence() -> None:
+    # (x[i] was SequenceAt only for a value a sequence op made: the output of an if whose
+    # branches are sequences, or a loop's carried sequence, compiled to Gather or Slice of a
+    # sequence, a model onnx.checker refuses; the compiler now asks dsl.frontend.value_kinds)
+    x = f32(3)
+    check_script(branch_sequence_indexed, [x, np.array(False)], x * 2)
+    check_script(branch_sequence_iterated, [x, np.array(False)], x * 2)
+    check_script(carried_sequence_indexed, [x], x * 4)

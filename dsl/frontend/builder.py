@@ -86,8 +86,9 @@ class CompileContext:
         self.opsets_used: dict[str, tuple[int, Any]] = {}
         self.ops: dict[str, Op] = {}  # default-opset ops by name, for Python operators
         self.shapes = ShapeTable()
-        # An If's or Loop's output -> the values it is one of (the branches' values; the
-        # carried value's initial value), whose kind it has (see dsl.frontend.value_kinds).
+        # An If's or Loop's output, or a Loop body's carried input -> the values it is one
+        # of (the branches' values; the carried value's initial value), whose kind it has
+        # (see dsl.frontend.value_kinds).
         self.origins: dict[ir.Value, tuple[ir.Value, ...]] = {}
 
     # ------------------------------------------------------------------ values

@@ -517,6 +517,7 @@ class ControlFlowCompiler(_CompilerBase):
         for (name, initial), shape in zip(carried, shapes):
             elem = ctx.elem(initial)
             value = ctx.new_value(name, location, type=carried_type(elem))
+            ctx.origins[value] = (initial,)  # (declared with the element type only: its kind is the initial's)
             ctx.shapes.set(value, shape)
             builder.graph.inputs.append(value)
             scope.bind(name, value)

@@ -22,6 +22,7 @@ from dsl.frontend.constants import array_data, is_tensor_literal
 from dsl.frontend.python_values import holds_tensor, raw_of
 from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
+from dsl.frontend.value_kinds import value_kind
 from dsl.list_packing import ListTensor, packed_element_type
 from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
 from dsl.opsets import Opset, to_tensor
@@ -431,7 +432,7 @@ class ExpressionCompiler(_CompilerBase):
         if isinstance(base, (GraphDef, ValueTuple)):
             raise DslTypeError("this value cannot be indexed", location)
         target = self.as_value(base, node)
-        if _is_sequence(target):
+        if value_kind(target, self.ctx) == "sequence":
             return self.sequence_item(target, index, node)
 
         def emit(op_type: str, inputs: list[Any], attributes: dict[str, Any]) -> list[Any]:
@@ -494,19 +495,6 @@ class ExpressionCompiler(_CompilerBase):
         if isinstance(condition, PyValue):
             return self.expr(node.body if self.truth(condition, node.test) else node.orelse)
         return self.if_expression(node, self.condition_value(condition, node.test))
-
-
-_SEQUENCE_PRODUCERS = frozenset(
-    {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SplitToSequence", "SequenceMap"}
-)
-
-
-def _is_sequence(value: ir.Value) -> bool:
-    """Whether ``value`` is an ONNX sequence: annotated as one, or made by a sequence op."""
-    if isinstance(value.type, ir.SequenceType):
-        return True
-    producer = value.producer
-    return producer is not None and producer.domain == "" and producer.op_type in _SEQUENCE_PRODUCERS
 
 
 def _size_or_natural(value: Any) -> bool:

@@ -4,8 +4,8 @@ Eager mode holds arrays, lists and None, and feeds each to onnxruntime as the op
 asks; the model has to spell the kind out where it matters: an input typed optional(...)
 only takes ``Optional`` of a tensor or sequence, and If and Loop pass tensors only before
 opset 13 and no optionals before 16.  A value's kind is known from its declared type, from
-the schema of the op that made it, or from the values an If or Loop output is one of
-(``CompileContext.origins``); elsewhere (a call's output, an op whose output may be of any
+the schema of the op that made it, or from the values an If or Loop output (or a Loop
+body's carried input) is one of (``CompileContext.origins``); elsewhere (a call's output, an op whose output may be of any
 kind, such as Identity from opset 16) it is not known, and the compiler leaves the value as
 the program has it.
 """
@@ -70,8 +70,7 @@ def _declared_kind(declared: ir.IRType | None) -> Kind | None:
 def _own_kind(value: ir.Value, ctx: CompileContext | None) -> Kind | None:
     producer = value.producer
     if producer is None or not isinstance(value.type, ir.TensorType):
-        # (a function's input; a Loop body's carried input, declared with its initial value's
-        # element type only: a tensor's or a sequence's, never an optional's)
+        # (a function's input; a Loop body's carried input is followed to its initial value)
         found = _declared_kind(value.type)
         if found is not None or producer is None:
             return found
