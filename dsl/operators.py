@@ -14,7 +14,7 @@ from dsl import types
 
 __all__ = [
     "OpSpelling", "BINARY", "UNARY", "COMPARE", "SYMBOLS", "PYTHON_BINARY", "PYTHON_UNARY",
-    "literal_elem_type", "binary_spelling", "unary_spelling",
+    "literal_elem_type", "binary_spelling", "unary_spelling", "unsupported_operator",
 ]
 
 
@@ -130,3 +130,22 @@ def literal_elem_type(value: object, other_elem_type: int | None) -> int | None:
     if isinstance(value, float) and other_elem_type not in _FLOATING:
         return types.FLOAT.enum
     return other_elem_type
+
+
+# Python operators with no ONNX operator: the symbol and what to write instead.
+_UNSUPPORTED: dict[str, tuple[str, str]] = {
+    "FloorDiv": ("//", "use op.Floor(a / b) for floats or a / b for integers (truncating)"),
+    "LShift": ("<<", "use op.BitShift(a, b, direction='LEFT'/'RIGHT')"),
+    "RShift": (">>", "use op.BitShift(a, b, direction='LEFT'/'RIGHT')"),
+}
+
+
+def unsupported_operator(ast_op: str) -> tuple[str, str]:
+    """(message, hint) for a Python operator on tensors that has no ONNX operator, in the
+    words the compiler and eager mode both use.
+
+    >>> unsupported_operator("RShift")[0]
+    'the operator >> is not supported on tensors'
+    """
+    symbol, hint = _UNSUPPORTED.get(ast_op, (ast_op, "use the ONNX op (op.X) that computes it"))
+    return f"the operator {symbol} is not supported on tensors", hint

@@ -152,12 +152,17 @@ def _run_loop(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any])
     return [*carried, *stacked]
 
 
-def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+def _scan_body(op: Op, kwargs: dict[str, Any]) -> tuple[Any, int]:
+    """A Scan's Python body and its number of scan inputs (every opset's Scan has both)."""
     body = _body(op, kwargs, "body")
     if "num_scan_inputs" not in kwargs:
         raise OpCallError("Scan requires attribute num_scan_inputs", caller_location(),
                           hint="pass num_scan_inputs=... as a keyword argument")
-    n_scan = int(kwargs["num_scan_inputs"])
+    return body, int(kwargs["num_scan_inputs"])
+
+
+def _run_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> list[EagerTensor]:
+    body, n_scan = _scan_body(op, kwargs)
     tensors = [_tensor(v) for v in args]
     states = tensors[: len(tensors) - n_scan]
     inputs = [t.array for t in tensors[len(tensors) - n_scan:]]
@@ -191,11 +196,7 @@ def _run_batched_scan(op: Op, args: tuple[Any, ...] | list[Any], kwargs: dict[st
     (``directions``: 1 reverses an input's first ``sequence_lens`` steps).  Each batch
     entry runs on its own; a scan output's steps past its length are zeros, as
     onnxruntime gives them (ONNX leaves them undefined)."""
-    body = _body(op, kwargs, "body")
-    if "num_scan_inputs" not in kwargs:
-        raise OpCallError("Scan requires attribute num_scan_inputs", caller_location(),
-                          hint="pass num_scan_inputs=... as a keyword argument")
-    n_scan = int(kwargs["num_scan_inputs"])
+    body, n_scan = _scan_body(op, kwargs)
     lengths_in, *rest = args if args else [None]
     tensors = [_tensor(v) for v in rest]
     states = [t.array for t in tensors[: len(tensors) - n_scan]]

@@ -259,7 +259,7 @@ class NumpyInspection:
             if operator is not None and len(inputs) == 1:
                 return tensor._unary(operator)
             if ufunc is np.floor_divide:
-                return tensor.__floordiv__(inputs[1])  # (raises: '//' has no ONNX operator)
+                return tensor.__floordiv__(inputs[1])  # (raises the compiler's error for //)
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = _arrays_of(out)

@@ -18,7 +18,7 @@ import numpy as np
 from dsl import hooks, types
 from dsl.dtypes import DType, dtype_mismatch, dtype_of, element_type_of
 from dsl.errors import DslError, DslTypeError, UnsupportedSyntaxError
-from dsl.operators import COMPARE, binary_spelling, literal_elem_type, unary_spelling
+from dsl.operators import COMPARE, binary_spelling, literal_elem_type, unary_spelling, unsupported_operator
 from eager.call_site import assigned_attribute_owner, caller_location
 from eager.indexing import eager_getitem
 from eager.numpy_view import NumpyInspection
@@ -229,19 +229,24 @@ class EagerTensor(NumpyInspection):
     def __rxor__(self, other: Any) -> Any:
         return self._binary("BitXor", other, self)
 
+    def _unsupported(self, ast_op: str) -> Any:
+        message, hint = unsupported_operator(ast_op)  # (the compiler's words)
+        raise UnsupportedSyntaxError(message, caller_location(), hint=hint)
+
     def __floordiv__(self, other: Any) -> Any:
-        raise UnsupportedSyntaxError(  # (the compiler's words)
-            "the operator // is not supported on tensors", caller_location(),
-            hint="use op.Floor(a / b) for floats or a / b for integers (truncating)",
-        )
+        return self._unsupported("FloorDiv")
 
     __rfloordiv__ = __floordiv__
 
     def __lshift__(self, other: Any) -> Any:
-        raise UnsupportedSyntaxError("the operator << is not supported on tensors", caller_location(),
-                                     hint="use op.BitShift(a, b, direction='LEFT'/'RIGHT')")
+        return self._unsupported("LShift")
 
-    __rlshift__ = __rshift__ = __rrshift__ = __lshift__
+    __rlshift__ = __lshift__
+
+    def __rshift__(self, other: Any) -> Any:
+        return self._unsupported("RShift")
+
+    __rrshift__ = __rshift__
 
     def _unary(self, ast_op: str) -> Any:
         spelling = unary_spelling(ast_op, self.elem_type)

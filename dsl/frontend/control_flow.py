@@ -255,8 +255,8 @@ class ControlFlowCompiler(_CompilerBase):
             function = self.expr(iterator.func)
             if isinstance(function, PyValue) and function.value is enumerate:
                 counted, iterator, target = target.elts[0], iterator.args[0], target.elts[1]
-        if node.orelse or isinstance(iterator, ast.Starred):
-            return None
+        if node.orelse or isinstance(iterator, ast.Starred) or not isinstance(counted, (ast.Name, type(None))):
+            return None  # (an else, or a count bound to a pattern: iterated as Python)
         if counted is None and isinstance(iterator, ast.Call):
             return None  # (range, zip, a function's result: iterated as Python)
         rows = self.expr(iterator)
@@ -264,7 +264,7 @@ class ControlFlowCompiler(_CompilerBase):
         if kind not in ("tensor", "sequence"):
             return None  # (not a value, or an optional or a value of a kind not known: refused as Python)
         held = self.new_synthetic(rows, iterator)
-        index = counted if counted is not None else ast.Name(id=f"@row{len(self.synthetic)}", ctx=ast.Store())
+        index = counted.id if counted is not None else f"@row{len(self.synthetic)}"
 
         def at(made: ast.AST) -> Any:
             return ast.copy_location(made, iterator)
@@ -279,9 +279,8 @@ class ControlFlowCompiler(_CompilerBase):
             if not (isinstance(known, PyValue) and _is_int(known.value)):  # (a symbolic size: an INT64 scalar)
                 size = self.new_synthetic(self.as_value(known, size, elem=_INT64), iterator)
         row = at(ast.Assign(targets=[target], value=at(ast.Subscript(
-            value=held, slice=at(ast.Name(id=index.id, ctx=ast.Load())) if isinstance(index, ast.Name) else index,
-            ctx=ast.Load()))))
-        loop = ast.For(target=at(ast.Name(id=index.id, ctx=ast.Store())) if isinstance(index, ast.Name) else index,
+            value=held, slice=at(ast.Name(id=index, ctx=ast.Load())), ctx=ast.Load()))))
+        loop = ast.For(target=at(ast.Name(id=index, ctx=ast.Store())),
                        iter=at(ast.Call(func=at(ast.Name(id="range", ctx=ast.Load())), args=[size], keywords=[])),
                        body=[row, *node.body], orelse=[])
         return ast.copy_location(loop, node)
@@ -630,4 +629,3 @@ def _not_a_value(operand: Any) -> bool:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-

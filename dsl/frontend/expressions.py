@@ -24,7 +24,7 @@ from dsl.frontend.static_shapes import SourceNames
 from dsl.frontend.tensor_properties import SymbolicSize, has_symbolic_size, read_property
 from dsl.frontend.value_kinds import value_kind
 from dsl.list_packing import ListTensor, packed_element_type
-from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling
+from dsl.operators import BINARY, COMPARE, binary_spelling, unary_spelling, unsupported_operator
 from dsl.opsets import Opset, to_tensor
 
 if TYPE_CHECKING:  # the other mixins, as mypy sees them (see dsl.frontend.surface)
@@ -232,14 +232,8 @@ class ExpressionCompiler(_CompilerBase):
                 name = "Div"  # sizes are never negative: integer Div (truncating) is floor division
             left, right = self.size_operands(left, right, node)
         if name not in BINARY:
-            symbol = {"FloorDiv": "//", "LShift": "<<", "RShift": ">>"}.get(name, name)
-            raise UnsupportedSyntaxError(
-                f"the operator {symbol} is not supported on tensors",
-                self.loc(node),
-                hint={"FloorDiv": "use op.Floor(a / b) for floats or a / b for integers (truncating)"}.get(
-                    name, "use op.BitShift(a, b, direction='LEFT'/'RIGHT')"
-                ),
-            )
+            message, hint = unsupported_operator(name)
+            raise UnsupportedSyntaxError(message, self.loc(node), hint=hint)
         return self.binary(name, left, right, node)
 
     def size_operands(self, left: PyValue, right: PyValue, node: ast.BinOp) -> tuple[ir.Value, ir.Value]:

@@ -76,7 +76,7 @@ class StaticPythonCompiler(_CompilerBase):
             return items
         raise UnsupportedSyntaxError(
             f"{what} over a tensor needs its values at run time", self.loc(node),
-            hint="loop over indices, for i in range(n), and read x[i]; or use op.SequenceMap / op.Scan",
+            hint=_LOOP_OVER_TENSOR_HINT,
         )
 
     def new_synthetic(self, operand: Any, like: ast.AST) -> ast.Name:
@@ -394,7 +394,7 @@ class StaticPythonCompiler(_CompilerBase):
         if target in _ITERATING and any(isinstance(a, ir.Value) for a in arguments):
             raise UnsupportedSyntaxError(  # (as `for v in x`: see static_items)
                 f"{name}() over a tensor needs its values at run time", self.loc(node),
-                hint="loop over indices, for i in range(n), and read x[i]; or use op.SequenceMap / op.Scan",
+                hint=_LOOP_OVER_TENSOR_HINT,
             )
         if target is builtins.abs and len(arguments) == 1 and not keywords and isinstance(arguments[0], ir.Value):
             return self.builder.operator("Abs", [arguments[0]], self.loc(node))  # (as eagerly: EagerTensor.__abs__)
@@ -442,6 +442,9 @@ def _bind(function: Any, signature: inspect.Signature, arguments: list[Any], key
     return dict(found.arguments)
 
 
+# What to write instead of iterating over a tensor with something other than a for loop
+# over it or enumerate (which compile: ControlFlowCompiler.rows_loop).
+_LOOP_OVER_TENSOR_HINT = "loop over indices, for i in range(n), and read x[i]; or use op.SequenceMap / op.Scan"
 # Builtins that iterate over an argument: over a tensor, its first axis's items.
 _ITERATING = frozenset({builtins.enumerate, builtins.zip, builtins.reversed, builtins.iter, builtins.list,
                         builtins.tuple})
