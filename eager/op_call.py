@@ -297,15 +297,8 @@ def _decide_literals(op: Op, facts: OpFacts, arrays: list[Any], signature: list[
             arrays[index] = cached
             signature[index] = (elem, 0)
             continue
-        try:
-            array = values.python_scalar_array(value, elem)
-        except (TypeError, ValueError, OverflowError) as err:
-            raise DslTypeError(
-                f"input {_input_name(op, index)!r} of {op.name}: {value!r} is not a {types.element_type_name(elem)}"
-                f" ({err})",
-                caller_location(),
-                hint="pass a numpy array with an explicit dtype",
-            ) from None
+        array = values.literal_input_array(value, elem, op.name, _input_name(op, index),
+                                           "pass a numpy array with an explicit dtype")
         if elem == types.STRING.enum:
             array = array.astype(object)
         if cache_key is not None and len(_LITERALS) < 1024:

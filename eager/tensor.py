@@ -23,7 +23,7 @@ from eager.call_site import assigned_attribute_owner, caller_location
 from eager.indexing import eager_getitem
 from eager.numpy_view import NumpyInspection
 from eager.script_context import operator_opset
-from eager.values import ELEM_BY_DTYPE, elem_type_of_array, python_scalar_array
+from eager.values import ELEM_BY_DTYPE, elem_type_of_array, literal_input_array
 
 __all__ = ["EagerTensor"]
 
@@ -196,14 +196,8 @@ class EagerTensor(NumpyInspection):
         elem = literal_elem_type(value, ELEM_BY_DTYPE.get(self.array.dtype) or self.elem_type)
         if elem is None:
             return value
-        try:
-            return python_scalar_array(value, elem)
-        except (TypeError, ValueError, OverflowError) as err:
-            raise DslTypeError(
-                f"input {formal!r} of Pow: {value!r} is not a {types.element_type_name(elem)} ({err})",
-                caller_location(),
-                hint="write a value of the tensor's element type, or cast explicitly with op.Cast",
-            ) from None
+        return literal_input_array(value, elem, "Pow", formal,
+                                   "write a value of the tensor's element type, or cast explicitly with op.Cast")
 
     def __mod__(self, other: Any) -> Any:
         return self._binary("Mod", self, other)

@@ -16,12 +16,15 @@ from typing import Any
 import numpy as np
 
 from dsl import types
+from dsl.errors import DslTypeError
+from eager.call_site import caller_location
 
 __all__ = [
     "elem_type_of_array",
     "is_torch_tensor",
     "torch_to_numpy",
     "numpy_to_torch",
+    "literal_input_array",
     "python_scalar_array",
 ]
 
@@ -102,6 +105,18 @@ def numpy_to_torch(array: np.ndarray) -> Any:
 
 _TORCH_BY_NUMPY_NAME = {numpy_name: (torch_name, int_name) for torch_name, (int_name, numpy_name) in
                         _TORCH_REINTERPRETED.items()}
+
+
+def literal_input_array(value: Any, elem_type: int, op_name: str, input_name: str, hint: str) -> np.ndarray:
+    """:func:`python_scalar_array` of a literal given as input ``input_name`` of ``op_name``,
+    or a ``DslTypeError`` at the caller's line where ``value`` is no ``elem_type``."""
+    try:
+        return python_scalar_array(value, elem_type)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DslTypeError(
+            f"input {input_name!r} of {op_name}: {value!r} is not a {types.element_type_name(elem_type)} ({err})",
+            caller_location(), hint=hint,
+        ) from None
 
 
 def python_scalar_array(value: Any, elem_type: int) -> np.ndarray:
